@@ -1,0 +1,3 @@
+//! The GlusterFS CSI driver.
+
+pub mod mount;

@@ -1,0 +1,325 @@
+//! FUSE mounts of gluster volumes and their teardown.
+//!
+//! The mount itself goes through `mount -t glusterfs` (the `mount.glusterfs` helper starts
+//! the FUSE client process); unmounting and mount-table reads use the kernel directly.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::process::Command;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("invalid {field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+    #[error("could not run mount: {0}; is glusterfs-client installed?")]
+    Spawn(#[source] std::io::Error),
+    #[error("mounting {source_spec} on {target} failed: {message}; see the client log {log_file}")]
+    Mount {
+        source_spec: String,
+        target: PathBuf,
+        message: String,
+        log_file: PathBuf,
+    },
+    #[error("unmounting {target} failed: {source}")]
+    Unmount {
+        target: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("reading the mount table failed: {0}")]
+    MountTable(#[source] std::io::Error),
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> MountError {
+    MountError::Invalid {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// Where a gluster volume (or a subdirectory of one) is fetched from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountSource {
+    /// Volfile servers in order of preference. The first is the primary.
+    pub servers: Vec<String>,
+    pub volume: String,
+    /// A subdirectory of the volume to mount instead of its root.
+    pub subdir: Option<String>,
+}
+
+impl MountSource {
+    /// Servers without repeats, first occurrence kept. A primary repeated among the backup
+    /// servers makes mount.glusterfs fail with "File exists".
+    pub fn unique_servers(&self) -> Result<Vec<&str>, MountError> {
+        let mut out: Vec<&str> = Vec::new();
+        for s in &self.servers {
+            let ok = !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+            if !ok {
+                return Err(invalid(
+                    "servers",
+                    format!("{s:?} is not a hostname or IPv4 address"),
+                ));
+            }
+            if !out.contains(&s.as_str()) {
+                out.push(s);
+            }
+        }
+        if out.is_empty() {
+            return Err(invalid("servers", "at least one volfile server is needed"));
+        }
+        Ok(out)
+    }
+
+    /// `host:/volume[/subdir]`, the device argument of mount.
+    pub fn spec(&self) -> Result<String, MountError> {
+        let servers = self.unique_servers()?;
+        let vol_ok = !self.volume.is_empty()
+            && self
+                .volume
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
+        if !vol_ok {
+            return Err(invalid(
+                "volume",
+                format!("{:?} is not a gluster volume name", self.volume),
+            ));
+        }
+        let mut spec = format!("{}:/{}", servers[0], self.volume);
+        if let Some(sub) = &self.subdir {
+            let ok = !sub.is_empty()
+                && sub
+                    .split('/')
+                    .all(|p| !p.is_empty() && p != "." && p != "..")
+                && sub
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+            if !ok {
+                return Err(invalid(
+                    "subdir",
+                    format!("{sub:?} must be a relative path of plain names"),
+                ));
+            }
+            spec.push('/');
+            spec.push_str(sub);
+        }
+        Ok(spec)
+    }
+}
+
+/// The `-o` option string: our log file and backup servers first, then the caller's flags.
+pub fn mount_options(
+    source: &MountSource,
+    log_file: &Path,
+    extra: &[String],
+) -> Result<String, MountError> {
+    let servers = source.unique_servers()?;
+    let log = log_file
+        .to_str()
+        .filter(|s| log_file.is_absolute() && !s.contains(','))
+        .ok_or_else(|| {
+            invalid(
+                "log_file",
+                format!("{log_file:?} must be absolute, no commas"),
+            )
+        })?;
+    let mut opts = vec![format!("log-file={log}")];
+    if servers.len() > 1 {
+        opts.push(format!("backup-volfile-servers={}", servers[1..].join(":")));
+    }
+    for flag in extra {
+        let reserved = ["log-file", "backup-volfile-servers", "backupvolfile-server"];
+        let key = flag.split('=').next().unwrap_or_default();
+        if flag.is_empty() || flag.contains(',') || flag.chars().any(char::is_whitespace) {
+            return Err(invalid(
+                "mount_flags",
+                format!("{flag:?} must be one option without commas or spaces"),
+            ));
+        }
+        if reserved.contains(&key) {
+            return Err(invalid(
+                "mount_flags",
+                format!("{key} is set by the driver and cannot be overridden"),
+            ));
+        }
+        opts.push(flag.clone());
+    }
+    Ok(opts.join(","))
+}
+
+/// Mounts gluster volumes with the system's mount helper.
+#[derive(Debug, Clone, Default)]
+pub struct Mounter {
+    /// Words put before `mount`, for example to run the FUSE client in another network
+    /// namespace (`nsenter --net=...`). Empty in production.
+    pub wrapper: Vec<String>,
+}
+
+impl Mounter {
+    pub async fn mount(
+        &self,
+        source: &MountSource,
+        target: &Path,
+        log_file: &Path,
+        flags: &[String],
+    ) -> Result<(), MountError> {
+        let spec = source.spec()?;
+        let opts = mount_options(source, log_file, flags)?;
+        let mut words = self.wrapper.clone();
+        words.extend([
+            "mount".into(),
+            "-t".into(),
+            "glusterfs".into(),
+            "-o".into(),
+            opts,
+        ]);
+        let mut cmd = Command::new(&words[0]);
+        cmd.args(&words[1..])
+            .arg(&spec)
+            .arg(target)
+            .stdin(Stdio::null());
+        tracing::info!(%spec, target = %target.display(), "mounting");
+        let out = cmd.output().await.map_err(MountError::Spawn)?;
+        if out.status.success() && is_mounted(target)? {
+            return Ok(());
+        }
+        let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        Err(MountError::Mount {
+            source_spec: spec,
+            target: target.to_path_buf(),
+            message: if message.is_empty() {
+                format!("mount exited with {} and nothing is mounted", out.status)
+            } else {
+                message
+            },
+            log_file: log_file.to_path_buf(),
+        })
+    }
+}
+
+/// Unmounts `target`. Nothing mounted there, or no such path, counts as success.
+pub fn unmount(target: &Path) -> Result<(), MountError> {
+    if !target.exists() || !is_mounted(target)? {
+        return Ok(());
+    }
+    match nix::mount::umount2(target, nix::mount::MntFlags::empty()) {
+        Ok(()) | Err(nix::Error::EINVAL) | Err(nix::Error::ENOENT) => Ok(()),
+        Err(source) => Err(MountError::Unmount {
+            target: target.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Whether `target` is a mount point, from the kernel's mount table.
+pub fn is_mounted(target: &Path) -> Result<bool, MountError> {
+    Ok(mount_points()?.iter().any(|p| p == target))
+}
+
+/// Every mount point in the kernel's mount table of this process.
+pub fn mount_points() -> Result<Vec<PathBuf>, MountError> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").map_err(MountError::MountTable)?;
+    Ok(parse_mount_points(&table).map(PathBuf::from).collect())
+}
+
+/// Mount points listed in a mountinfo table, with the kernel's octal escapes decoded.
+fn parse_mount_points(table: &str) -> impl Iterator<Item = String> + '_ {
+    table
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(unescape_octal)
+}
+
+fn unescape_octal(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match octal {
+            Some(d) if bytes[i] == b'\\' => {
+                out.push(
+                    d.iter()
+                        .fold(0u8, |acc, b| acc.wrapping_mul(8).wrapping_add(b - b'0')),
+                );
+                i += 4;
+            }
+            _ => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(servers: &[&str]) -> MountSource {
+        MountSource {
+            servers: servers.iter().map(|s| s.to_string()).collect(),
+            volume: "pool".into(),
+            subdir: None,
+        }
+    }
+
+    #[test]
+    fn primary_is_never_a_backup_and_repeats_go() {
+        let s = src(&["a", "b", "a", "c", "b"]);
+        let opts = mount_options(&s, Path::new("/var/log/x.log"), &[]).unwrap();
+        assert_eq!(opts, "log-file=/var/log/x.log,backup-volfile-servers=b:c");
+        assert_eq!(s.spec().unwrap(), "a:/pool");
+        let single = mount_options(&src(&["a", "a"]), Path::new("/l"), &[]).unwrap();
+        assert_eq!(single, "log-file=/l");
+    }
+
+    #[test]
+    fn subdir_and_flags() {
+        let mut s = src(&["h1", "h2"]);
+        s.subdir = Some("pvs/pvc-1".into());
+        assert_eq!(s.spec().unwrap(), "h1:/pool/pvs/pvc-1");
+        let opts = mount_options(&s, Path::new("/l"), &["ro".into(), "acl".into()]).unwrap();
+        assert!(opts.ends_with(",ro,acl"), "{opts}");
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        let err = |r: Result<String, MountError>| r.unwrap_err().to_string();
+        assert!(err(src(&[]).spec()).contains("invalid servers"));
+        assert!(err(src(&["a b"]).spec()).contains("invalid servers"));
+        let mut s = src(&["a"]);
+        s.subdir = Some("../etc".into());
+        assert!(err(s.spec()).contains("invalid subdir"));
+        s.subdir = None;
+        s.volume = "x/y".into();
+        assert!(err(s.spec()).contains("invalid volume"));
+        let s = src(&["a"]);
+        for bad in ["a,b", "", "log-file=/x", "backup-volfile-servers=z"] {
+            let r = mount_options(&s, Path::new("/l"), &[bad.to_string()]);
+            assert!(err(r).contains("invalid mount_flags"), "{bad}");
+        }
+        assert!(err(mount_options(&s, Path::new("rel"), &[])).contains("invalid log_file"));
+    }
+
+    #[test]
+    fn mountinfo_escapes() {
+        let table = "36 35 98:0 / /mnt/with\\040space rw - ext4 /dev/x rw\n\
+                     37 35 0:44 / /tmp/plain rw - fuse.glusterfs h:/v rw\n";
+        let points: Vec<_> = parse_mount_points(table).collect();
+        assert_eq!(points, ["/mnt/with space", "/tmp/plain"]);
+    }
+
+    #[test]
+    fn unmount_of_a_plain_directory_is_success() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!is_mounted(dir.path()).unwrap());
+        unmount(dir.path()).unwrap();
+        unmount(&dir.path().join("missing")).unwrap();
+    }
+}

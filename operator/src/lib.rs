@@ -1,0 +1,3 @@
+//! The glusterkube operator: custom resource types and, later, their reconcilers.
+
+pub mod crd;

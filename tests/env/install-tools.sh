@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs the real tools the tests need: Debian's gluster, etcd, xfsprogs, protoc; csi-sanity and
+# helm built from Go modules at pinned versions. Idempotent: a second run only checks.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
+
+apt_packages=(glusterfs-server glusterfs-client xfsprogs attr protobuf-compiler libprotobuf-dev
+  etcd-server iproute2 openssl curl psmisc procps util-linux)
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  gk_log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # Debian's etcd and glusterd packages try to start their services; ours are started by the
+  # test environment on private ports, so keep the package scripts from starting anything.
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  rm -f /usr/sbin/policy-rc.d
+fi
+
+bin="$GK_CACHE/bin"
+mkdir -p "$bin"
+
+# go_tool NAME VERSION PACKAGE [LDFLAGS]: build PACKAGE@VERSION once into $bin/NAME-VERSION.
+go_tool() {
+  local name=$1 version=$2 pkg=$3 ldflags=${4:-}
+  local out="$bin/$name-$version"
+  if [ ! -x "$out" ]; then
+    gk_log "building $name $version from the Go module proxy"
+    local tmp
+    tmp=$(mktemp -d)
+    GOBIN="$tmp" go install -ldflags "$ldflags" "$pkg@$version"
+    mv "$tmp/$name" "$out"
+    rm -rf "$tmp"
+  fi
+  ln -sfn "$out" "$bin/$name"
+}
+
+go_tool csi-sanity "$GK_CSI_SANITY_VERSION" github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity \
+  "-X main.VERSION=$GK_CSI_SANITY_VERSION"
+go_tool helm "$GK_HELM_VERSION" helm.sh/helm/v3/cmd/helm \
+  "-X helm.sh/helm/v3/internal/version.version=$GK_HELM_VERSION"
+
+"$bin/csi-sanity" -h >/dev/null 2>&1 || gk_die "csi-sanity does not run"
+"$bin/helm" version --short | grep -q "$GK_HELM_VERSION" || gk_die "helm does not report $GK_HELM_VERSION"
+for t in gluster glusterd glusterfs mkfs.xfs protoc etcd setfattr; do
+  command -v "$t" >/dev/null || gk_die "$t is missing after install"
+done
+gk_log "tools ready in $bin"

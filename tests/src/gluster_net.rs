@@ -1,0 +1,400 @@
+//! glusterd "nodes" on one machine, each in its own network namespace.
+//!
+//! Layout of one environment with id `gk<pid>-<n>`:
+//! - namespace `<id>-sw` holds a bridge; nothing else lives there;
+//! - namespaces `<id>-n1..nN` each have `eth0` on the bridge with 10.213.0.<i>/24, an XFS
+//!   filesystem (a loop-mounted sparse file, `mkfs.xfs -i size=512` as in the seeds) for
+//!   bricks, and a glusterd whose /var/lib/glusterd, /run/gluster and /var/log/glusterfs are
+//!   bind mounts of the node's own directories inside a private mount namespace;
+//! - namespace `<id>-c` is the client: FUSE mounts are made from there, so client traffic
+//!   crosses the bridge like a real network. The mounts themselves are visible to the test.
+//!
+//! The addresses exist only inside these namespaces, so every environment can use the same
+//! subnet; nothing is added to the machine's own network namespace.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use gk_csi::mount::{self, Mounter};
+use gk_gluster::{Gluster, ProcessRunner};
+
+use crate::{run, EnvError};
+
+const SUBNET: &str = "10.213.0";
+const CLIENT_HOST: u8 = 100;
+const NS_PREFIX: &str = "gk";
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+pub struct Node {
+    pub address: String,
+    ns: String,
+    dir: PathBuf,
+    glusterd: Option<Child>,
+}
+
+impl Node {
+    pub fn glusterd_socket(&self) -> PathBuf {
+        self.dir.join("run/glusterd.socket")
+    }
+
+    /// The root of this node's XFS brick filesystem.
+    pub fn brick_root(&self) -> PathBuf {
+        self.dir.join("bricks")
+    }
+}
+
+pub struct GlusterNet {
+    id: String,
+    root: PathBuf,
+    nodes: Vec<Node>,
+    client_ns: String,
+}
+
+impl GlusterNet {
+    /// Starts `n` glusterd nodes, not yet peered.
+    pub fn start(n: usize) -> Result<Self, EnvError> {
+        assert!((1..=20).contains(&n), "1 to 20 nodes");
+        cleanup_stale();
+        let id = format!(
+            "{NS_PREFIX}{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        );
+        let root = std::env::temp_dir().join(&id);
+        let mut net = GlusterNet {
+            client_ns: format!("{id}-c"),
+            nodes: Vec::new(),
+            root,
+            id,
+        };
+        // From here on, Drop cleans up whatever part was made.
+        net.build(n)?;
+        Ok(net)
+    }
+
+    fn build(&mut self, n: usize) -> Result<(), EnvError> {
+        std::fs::create_dir_all(&self.root)?;
+        let sw = format!("{}-sw", self.id);
+        run("ip", &["netns", "add", &sw])?;
+        run("ip", &["-n", &sw, "link", "add", "br0", "type", "bridge"])?;
+        run("ip", &["-n", &sw, "link", "set", "br0", "up"])?;
+        for i in 1..=n {
+            let ns = format!("{}-n{i}", self.id);
+            let address = format!("{SUBNET}.{i}");
+            self.nodes.push(Node {
+                address: address.clone(),
+                ns: ns.clone(),
+                dir: self.root.join(format!("n{i}")),
+                glusterd: None,
+            });
+            attach(&sw, &ns, &format!("v{i}"), &address)?;
+        }
+        attach(
+            &sw,
+            &self.client_ns,
+            "vc",
+            &format!("{SUBNET}.{CLIENT_HOST}"),
+        )?;
+        for i in 0..n {
+            self.start_node(i)?;
+        }
+        for node in &self.nodes {
+            wait_for_glusterd(node)?;
+        }
+        Ok(())
+    }
+
+    fn start_node(&mut self, i: usize) -> Result<(), EnvError> {
+        let node = &mut self.nodes[i];
+        for sub in ["lib", "run", "log", "bricks"] {
+            std::fs::create_dir_all(node.dir.join(sub))?;
+        }
+        let img = node.dir.join("bricks.xfs");
+        let img_s = img.to_str().expect("utf-8 path");
+        run("truncate", &["-s", "2G", img_s])?;
+        run("mkfs.xfs", &["-q", "-f", "-i", "size=512", img_s])?;
+        run(
+            "mount",
+            &[
+                "-o",
+                "loop",
+                img_s,
+                node.brick_root().to_str().expect("utf-8 path"),
+            ],
+        )?;
+        // glusterd's unix socket defaults to /run/glusterd.socket, outside the bind mounts;
+        // move it under /run/gluster so each node has its own.
+        let stock = std::fs::read_to_string("/etc/glusterfs/glusterd.vol").map_err(|e| {
+            EnvError::Setup(format!(
+                "/etc/glusterfs/glusterd.vol: {e}; run tests/env/install-tools.sh"
+            ))
+        })?;
+        let vol = stock.replace(
+            "end-volume",
+            "    option glusterd-sockfile /run/gluster/glusterd.socket\nend-volume",
+        );
+        let vol_path = node.dir.join("glusterd.vol");
+        std::fs::write(&vol_path, vol)?;
+        for shared in ["/var/lib/glusterd", "/run/gluster", "/var/log/glusterfs"] {
+            std::fs::create_dir_all(shared)?;
+        }
+        let d = node.dir.display();
+        let script = format!(
+            "mount --bind {d}/lib /var/lib/glusterd && mount --bind {d}/run /run/gluster && \
+             mount --bind {d}/log /var/log/glusterfs && exec glusterd -N -f {}",
+            vol_path.display()
+        );
+        let log = std::fs::File::create(node.dir.join("glusterd.out"))?;
+        let child = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", node.ns))
+            .args([
+                "unshare",
+                "--mount",
+                "--propagation",
+                "slave",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
+        node.glusterd = Some(child);
+        Ok(())
+    }
+
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Gluster operations through node `i`'s glusterd (0-based).
+    pub fn gluster(&self, i: usize) -> Gluster<ProcessRunner> {
+        Gluster::new(ProcessRunner {
+            glusterd_socket: Some(self.nodes[i].glusterd_socket()),
+            timeout: Duration::from_secs(60),
+            ..ProcessRunner::default()
+        })
+    }
+
+    /// Probes every node from the first and waits until all see each other connected.
+    pub async fn form_pool(&self) -> Result<(), EnvError> {
+        let first = self.gluster(0);
+        for node in &self.nodes[1..] {
+            first
+                .peer_probe(&node.address)
+                .await
+                .map_err(|e| EnvError::Setup(e.to_string()))?;
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for i in 0..self.nodes.len() {
+            loop {
+                let peers = self.gluster(i).peer_status().await;
+                let ready = matches!(&peers, Ok(p) if p.len() == self.nodes.len() - 1
+                    && p.iter().all(|p| p.connected && p.state == "Peer in Cluster"));
+                if ready {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(EnvError::Setup(format!(
+                        "node {} did not see the whole pool: {peers:?}",
+                        i + 1
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// A mounter whose FUSE client runs in the client namespace.
+    pub fn client_mounter(&self) -> Mounter {
+        Mounter {
+            wrapper: vec![
+                "nsenter".into(),
+                format!("--net=/run/netns/{}", self.client_ns),
+            ],
+        }
+    }
+
+    /// A fresh directory for a mount point or a client log, under this environment's root.
+    pub fn scratch_dir(&self, name: &str) -> Result<PathBuf, EnvError> {
+        let dir = self.root.join("scratch").join(name);
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    fn teardown(&mut self) {
+        unmount_below(&self.root);
+        let mut namespaces: Vec<String> = self.nodes.iter().map(|n| n.ns.clone()).collect();
+        namespaces.push(self.client_ns.clone());
+        namespaces.push(format!("{}-sw", self.id));
+        kill_namespaces(&namespaces);
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.glusterd.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        unmount_below(&self.root);
+        delete_namespaces(&namespaces);
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+impl Drop for GlusterNet {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+/// Creates namespace `ns` with `eth0` (address/24) whose peer `peer` joins br0 in `sw`.
+fn attach(sw: &str, ns: &str, peer: &str, address: &str) -> Result<(), EnvError> {
+    run("ip", &["netns", "add", ns])?;
+    run(
+        "ip",
+        &[
+            "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", peer, "netns", sw,
+        ],
+    )?;
+    run(
+        "ip",
+        &["-n", sw, "link", "set", peer, "master", "br0", "up"],
+    )?;
+    run(
+        "ip",
+        &[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{address}/24"),
+            "dev",
+            "eth0",
+        ],
+    )?;
+    run("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
+    run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
+    Ok(())
+}
+
+fn wait_for_glusterd(node: &Node) -> Result<(), EnvError> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let sock = node.glusterd_socket();
+    let sock_arg = format!("--glusterd-sock={}", sock.display());
+    loop {
+        let ok = Command::new("gluster")
+            .args([sock_arg.as_str(), "--mode=script", "pool", "list"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if ok {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let log =
+                std::fs::read_to_string(node.dir.join("log/glusterd.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            return Err(EnvError::Setup(format!(
+                "glusterd at {} did not answer within 30 s; last log lines:\n{}",
+                node.address,
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Unmounts every mount at or below `root`, deepest first.
+fn unmount_below(root: &Path) {
+    let Ok(mut points) = mount::mount_points() else {
+        return;
+    };
+    points.retain(|p| p.starts_with(root));
+    points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for p in points {
+        if mount::unmount(&p).is_err() {
+            // A FUSE mount whose client is gone can refuse a plain unmount; detach it.
+            let _ = nix::mount::umount2(&p, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}
+
+fn kill_namespaces(namespaces: &[String]) {
+    for _ in 0..50 {
+        let mut alive = false;
+        for ns in namespaces {
+            let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() else {
+                continue;
+            };
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                if let Ok(pid) = pid.parse::<i32>() {
+                    alive = true;
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+        }
+        if !alive {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn delete_namespaces(namespaces: &[String]) {
+    for ns in namespaces {
+        let _ = Command::new("ip").args(["netns", "del", ns]).output();
+    }
+}
+
+/// Removes environments left by test processes that died without running their Drop
+/// (killed by a signal, for example).
+fn cleanup_stale() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    let list = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut stale_ids = Vec::new();
+    for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
+        let Some(rest) = name.strip_prefix(NS_PREFIX) else {
+            continue;
+        };
+        let Some((pid, _)) = rest.split_once('-') else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let id = name
+                .rsplit_once('-')
+                .map(|(id, _)| id.to_string())
+                .unwrap_or_default();
+            if !stale_ids.contains(&id) {
+                stale_ids.push(id);
+            }
+        }
+    }
+    for id in stale_ids {
+        let namespaces: Vec<String> = list
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| n.starts_with(&format!("{id}-")))
+            .map(String::from)
+            .collect();
+        let root = std::env::temp_dir().join(&id);
+        unmount_below(&root);
+        kill_namespaces(&namespaces);
+        unmount_below(&root);
+        delete_namespaces(&namespaces);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

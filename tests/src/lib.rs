@@ -1,0 +1,56 @@
+//! Test support: starts or reuses the real parts the integration tests run against.
+//!
+//! - [`k8s::ControlPlane`]: etcd, kube-apiserver, kube-controller-manager and kube-scheduler,
+//!   built from source by `tests/env/k8s.sh` and listening on 127.0.0.1 only.
+//! - [`gluster_net::GlusterNet`]: glusterd "nodes", each in a network namespace of its own
+//!   with its own address, XFS brick filesystem and glusterd state, plus a client namespace
+//!   for FUSE mounts. Torn down on drop, also when a test panics.
+//!
+//! A missing component is an error, never a skip.
+
+pub mod gluster_net;
+pub mod k8s;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    #[error("`{command}` failed: {detail}")]
+    Command { command: String, detail: String },
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// Runs a command to completion and fails unless it exits 0.
+pub(crate) fn run(program: &str, args: &[&str]) -> Result<Output, EnvError> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| EnvError::Command {
+            command: format!("{program} {}", args.join(" ")),
+            detail: format!("{e}; is it installed? run tests/env/install-tools.sh"),
+        })?;
+    if !out.status.success() {
+        return Err(EnvError::Command {
+            command: format!("{program} {}", args.join(" ")),
+            detail: format!(
+                "{}: {}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim(),
+                String::from_utf8_lossy(&out.stdout).trim()
+            ),
+        });
+    }
+    Ok(out)
+}
