@@ -3,7 +3,12 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::wait::{await_condition, conditions};
 
 use crate::{repo_root, run, EnvError};
 
@@ -64,5 +69,60 @@ impl ControlPlane {
         all.extend_from_slice(args);
         let out = run(kubectl.to_str().expect("utf-8 path"), &all)?;
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Applies CRDs by server-side apply and waits until the apiserver serves them.
+    pub async fn install_crds(
+        client: &kube::Client,
+        crds: &[CustomResourceDefinition],
+    ) -> Result<(), EnvError> {
+        let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in crds {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            api.patch(
+                &name,
+                &PatchParams::apply("gk-testenv").force(),
+                &Patch::Apply(crd),
+            )
+            .await
+            .map_err(|e| EnvError::Setup(format!("applying CRD {name}: {e}")))?;
+            let established = await_condition(api.clone(), &name, conditions::is_crd_established());
+            tokio::time::timeout(Duration::from_secs(30), established)
+                .await
+                .map_err(|_| EnvError::Setup(format!("CRD {name} not established in 30 s")))?
+                .map_err(|e| EnvError::Setup(format!("waiting for CRD {name}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Creates a namespace if missing, and waits for its default service account, without
+    /// which no pod is admitted.
+    pub async fn ensure_namespace(client: &kube::Client, name: &str) -> Result<(), EnvError> {
+        use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+        let api: Api<Namespace> = Api::all(client.clone());
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some(name.to_string());
+        api.patch(
+            name,
+            &PatchParams::apply("gk-testenv").force(),
+            &Patch::Apply(&ns),
+        )
+        .await
+        .map_err(|e| EnvError::Setup(format!("namespace {name}: {e}")))?;
+        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+        for _ in 0..300 {
+            if sas
+                .get_opt("default")
+                .await
+                .map_err(|e| EnvError::Setup(e.to_string()))?
+                .is_some()
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Err(EnvError::Setup(format!(
+            "namespace {name} got no default service account in 60 s"
+        )))
     }
 }

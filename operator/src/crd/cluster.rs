@@ -1,0 +1,133 @@
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::TuningProfile;
+
+/// A GlusterFS trusted pool: the storage nodes, the node-local storage of their bricks, and
+/// how the brick pods run.
+#[derive(CustomResource, KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "glusterkube.dev",
+    version = "v1alpha1",
+    kind = "GlusterCluster",
+    doc = "A GlusterFS trusted pool: storage nodes and the node-local storage of their bricks.",
+    namespaced,
+    status = "GlusterClusterStatus",
+    shortname = "gcl",
+    category = "gluster",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Nodes","type":"string","jsonPath":".status.nodesSummary","description":"Pool members connected / storage nodes"}"#,
+    printcolumn = r#"{"name":"Bricks","type":"string","jsonPath":".status.bricksSummary","description":"Bricks online / total"}"#,
+    printcolumn = r#"{"name":"Capacity","type":"string","jsonPath":".status.capacity.total"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GlusterClusterSpec {
+    /// The Kubernetes nodes that hold bricks, each with its node-local storage. Each node runs
+    /// one brick pod (glusterd and the brick agent), pinned to it.
+    #[schemars(length(min = 1, max = 128))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub nodes: Vec<StorageNode>,
+
+    /// The brick image (Debian's glusterfs-server plus the brick agent). Defaults to the image
+    /// released with this operator. Changing it rolls the brick pods one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: Option<String>,
+
+    /// Compute resources of the glusterd container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// Tolerations of the brick pods, so they can run on tainted storage nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub tolerations: Vec<Toleration>,
+
+    /// The tuning profile of this cluster's volumes unless a GlusterVolume names its own.
+    #[serde(default)]
+    pub default_profile: TuningProfile,
+}
+
+/// One storage node and where its bricks live.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageNode {
+    /// The Kubernetes node name (metadata.name of the Node).
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("must be a Kubernetes node name: lowercase letters, digits, '-' and '.'"))]
+    pub name: String,
+    /// Node-local storage for this node's bricks and glusterd state. Immutable: moving a node's
+    /// bricks is a brick replacement.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("storage is immutable; replace the node's bricks instead"))]
+    pub storage: NodeStorage,
+}
+
+/// Node-local storage: exactly one of a block device to format as XFS, or an existing
+/// directory.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.device) != has(self.directory)").message("set exactly one of device or directory"))]
+pub struct NodeStorage {
+    /// A whole block device, for example /dev/sdb or /dev/disk/by-id/…. If it holds no
+    /// filesystem it is formatted as XFS with 512-byte inodes (room for gluster's extended
+    /// attributes). A device holding any other filesystem is refused, never formatted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 6, max = 4096))]
+    #[x_kube(validation = Rule::new("self.startsWith('/dev/') && !self.contains('/../')").message("must be a device path under /dev/"))]
+    pub device: Option<String>,
+    /// An existing directory on the node, for example /var/lib/glusterkube. Prefer a
+    /// dedicated XFS filesystem: gluster refuses bricks on the root filesystem.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 4096))]
+    #[x_kube(validation = Rule::new("self.startsWith('/') && self != '/' && !self.contains('/../') && !self.endsWith('/..')").message("must be an absolute directory path other than /"))]
+    pub directory: Option<String>,
+}
+
+/// What the operator last observed of the cluster.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GlusterClusterStatus {
+    /// The spec generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready, Progressing and Degraded, with reasons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// Each storage node's membership of the trusted pool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<PeerStatus>,
+    /// Bricks online across all volumes of this cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bricks_online: Option<i32>,
+    /// Bricks across all volumes of this cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bricks_total: Option<i32>,
+    /// "online/total", for the printer column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bricks_summary: Option<String>,
+    /// "connected/nodes", for the printer column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes_summary: Option<String>,
+    /// Raw capacity of the node-local storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<super::Capacity>,
+}
+
+/// A storage node's membership of the trusted pool.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerStatus {
+    /// The storage node.
+    pub node: String,
+    /// The address glusterd knows the node by.
+    pub address: String,
+    /// Whether glusterd on the other nodes sees this one connected.
+    pub connected: bool,
+    /// glusterd's peer state, for example "Peer in Cluster".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+}

@@ -1,0 +1,204 @@
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::{Capacity, TuningProfile};
+
+/// A gluster volume on a GlusterCluster: its layout, bricks, options and lifecycle.
+#[derive(CustomResource, KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "glusterkube.dev",
+    version = "v1alpha1",
+    kind = "GlusterVolume",
+    doc = "A gluster volume on a GlusterCluster: layout, bricks, options and lifecycle.",
+    namespaced,
+    status = "GlusterVolumeStatus",
+    shortname = "gvol",
+    category = "gluster",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,
+    printcolumn = r#"{"name":"Bricks","type":"string","jsonPath":".status.bricksSummary","description":"Bricks online / total"}"#,
+    printcolumn = r#"{"name":"Heal Pending","type":"integer","jsonPath":".status.healPending"}"#,
+    printcolumn = r#"{"name":"Capacity","type":"string","jsonPath":".status.capacity.total"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.type == oldSelf.type").message("type is immutable").field_path(".type"))]
+#[x_kube(validation = Rule::new("self.cluster == oldSelf.cluster").message("cluster is immutable").field_path(".cluster"))]
+#[x_kube(validation = Rule::new("self.type == 'Replicate' ? has(self.replica) : !has(self.replica)").message("replica is required for type Replicate and allowed only there").field_path(".replica"))]
+#[x_kube(validation = Rule::new("self.type == 'Disperse' ? has(self.disperse) : !has(self.disperse)").message("disperse is required for type Disperse and allowed only there").field_path(".disperse"))]
+#[x_kube(validation = Rule::new("has(self.bricks) != has(self.brickCount)").message("set exactly one of bricks or brickCount").field_path(".brickCount"))]
+#[x_kube(validation = Rule::new("!has(self.replica) || !has(oldSelf.replica) || self.replica == oldSelf.replica").message("replica is immutable; add bricks in whole sets instead").field_path(".replica"))]
+#[x_kube(validation = Rule::new("!has(self.disperse) || !has(oldSelf.disperse) || self.disperse == oldSelf.disperse").message("disperse is immutable; add bricks in whole sets instead").field_path(".disperse"))]
+#[x_kube(validation = Rule::new("self.type != 'Replicate' || !has(self.replica) || (has(self.brickCount) ? self.brickCount : size(self.bricks)) % self.replica == 0").message("the number of bricks must be a multiple of replica").field_path(".bricks"))]
+#[x_kube(validation = Rule::new("self.type != 'Arbiter' || (has(self.brickCount) ? self.brickCount : size(self.bricks)) % 3 == 0").message("arbiter volumes need bricks in sets of 3 (two data bricks and one arbiter)").field_path(".bricks"))]
+#[x_kube(validation = Rule::new("self.type != 'Disperse' || !has(self.disperse) || (has(self.brickCount) ? self.brickCount : size(self.bricks)) % (self.disperse.data + self.disperse.redundancy) == 0").message("the number of bricks must be a multiple of disperse.data + disperse.redundancy").field_path(".bricks"))]
+pub struct GlusterVolumeSpec {
+    /// The GlusterCluster, in this namespace, that holds this volume. Immutable.
+    #[schemars(length(min = 1, max = 253))]
+    pub cluster: String,
+
+    /// How data is spread: Distribute (no redundancy), Replicate (full copies), Arbiter
+    /// (replica 3 arbiter 1: two copies plus a metadata-only arbiter) or Disperse (erasure
+    /// coded). Immutable.
+    #[serde(rename = "type")]
+    pub volume_type: VolumeType,
+
+    /// Copies of each file, for type Replicate: 2 or 3. Replica 2 can split-brain; prefer 3
+    /// or Arbiter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 2, max = 3))]
+    pub replica: Option<u32>,
+
+    /// Erasure coding, for type Disperse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disperse: Option<Disperse>,
+
+    /// How many bricks; the operator places them over the cluster's nodes so that no two
+    /// bricks of one replica or disperse set share a node. Set this or bricks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub brick_count: Option<u32>,
+
+    /// Explicit brick placement, in set order (each consecutive group of the set size forms
+    /// one replica or disperse set). Set this or brickCount.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub bricks: Option<Vec<BrickPlacement>>,
+
+    /// Usable capacity wanted, for example 100Gi. Informs placement and the capacity the CSI
+    /// driver offers; gluster itself grows by adding bricks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Quantity>,
+
+    /// The tuning profile. Defaults to the cluster's defaultProfile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<TuningProfile>,
+
+    /// Gluster volume options (`gluster volume set`), applied over the profile. Keys are
+    /// gluster's option names, for example performance.cache-size; unknown keys are refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 128))]
+    #[x_kube(validation = Rule::new("self.all(k, k.matches('^[a-z][a-z0-9-]*(\\\\.[a-z0-9][a-z0-9_-]*)+$') && size(self[k]) > 0 && size(self[k]) <= 1024)").message("option keys are gluster option names like performance.cache-size, with non-empty values of at most 1024 characters"))]
+    pub options: BTreeMap<String, String>,
+
+    /// What happens to the data when this resource is deleted. Retain (the default) stops and
+    /// deletes the gluster volume but keeps the brick directories; Delete removes them too.
+    #[serde(default)]
+    pub deletion_policy: DeletionPolicy,
+}
+
+/// How a volume spreads data over its bricks.
+#[derive(schemars::JsonSchema, Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VolumeType {
+    Distribute,
+    Replicate,
+    Arbiter,
+    Disperse,
+}
+
+/// Erasure coding: each file is cut into data fragments plus redundancy fragments, and any
+/// redundancy bricks of a set may be lost.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.redundancy < self.data").message("redundancy must be less than data").field_path(".redundancy"))]
+pub struct Disperse {
+    /// Data fragments per set, at least 2.
+    #[schemars(range(min = 2, max = 16))]
+    pub data: u32,
+    /// Redundancy fragments per set, at least 1 and less than data.
+    #[schemars(range(min = 1, max = 8))]
+    pub redundancy: u32,
+}
+
+/// Where one brick lives.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BrickPlacement {
+    /// A storage node of the cluster (spec.nodes[].name).
+    #[schemars(length(min = 1, max = 253))]
+    pub node: String,
+}
+
+/// What deleting the resource does to the data.
+#[derive(
+    schemars::JsonSchema, Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq,
+)]
+pub enum DeletionPolicy {
+    /// Stop and delete the gluster volume; keep the brick directories and their data.
+    #[default]
+    Retain,
+    /// Stop and delete the gluster volume, then remove its brick directories.
+    Delete,
+}
+
+/// What the operator last observed of the volume.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GlusterVolumeStatus {
+    /// The spec generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready, Progressing and Degraded, with reasons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// gluster's UUID of the volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_id: Option<String>,
+    /// Each brick, in set order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bricks: Vec<BrickStatus>,
+    /// "online/total", for the printer column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bricks_summary: Option<String>,
+    /// Entries waiting for self-heal, summed over bricks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heal_pending: Option<i64>,
+    /// Entries in split-brain, summed over bricks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_brain: Option<i64>,
+    /// Usable capacity and usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Capacity>,
+    /// How clients mount the volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount: Option<MountInfo>,
+}
+
+/// One brick as last observed.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BrickStatus {
+    /// The storage node.
+    pub node: String,
+    /// The address glusterd knows the node by.
+    pub host: String,
+    /// The brick directory on the node.
+    pub path: String,
+    /// Whether the brick process is running and reachable.
+    pub online: bool,
+    /// Entries on this brick waiting for heal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heal_pending: Option<i64>,
+    /// Entries on this brick in split-brain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_brain: Option<i64>,
+}
+
+/// How clients mount the volume: `mount -t glusterfs <volfileServer>:/<volume>` with
+/// `backup-volfile-servers=<backupVolfileServers joined by ':'>`.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MountInfo {
+    /// The gluster volume name.
+    pub volume: String,
+    /// The primary volfile server.
+    pub volfile_server: String,
+    /// Every other server, never repeating the primary.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backup_volfile_servers: Vec<String>,
+}

@@ -1,0 +1,410 @@
+//! Every bad GlusterCluster and GlusterVolume below is refused by the real apiserver at
+//! admission, by the generated schema and its CEL rules, with a message naming the field.
+
+use gk_operator::crd::{GlusterCluster, GlusterVolume};
+use gk_testenv::k8s::ControlPlane;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{json, Value};
+
+const NS: &str = "gk-admission";
+
+fn cluster(spec: Value) -> (&'static str, Value) {
+    ("GlusterCluster", spec)
+}
+
+fn volume(spec: Value) -> (&'static str, Value) {
+    ("GlusterVolume", spec)
+}
+
+/// A valid volume spec with `change` merged in (a null value removes the key).
+fn vol_with(change: Value) -> Value {
+    let mut base = json!({"cluster": "c", "type": "Replicate", "replica": 3, "brickCount": 3});
+    merge(&mut base, change);
+    base
+}
+
+fn merge(base: &mut Value, change: Value) {
+    if let (Some(b), Value::Object(c)) = (base.as_object_mut(), change) {
+        for (k, v) in c {
+            if v.is_null() {
+                b.remove(&k);
+            } else {
+                b.insert(k, v);
+            }
+        }
+    }
+}
+
+fn node(name: &str, storage: Value) -> Value {
+    json!({"name": name, "storage": storage})
+}
+
+/// (case, kind, spec, the field the error must name)
+fn bad_creates() -> Vec<(&'static str, (&'static str, Value), &'static str)> {
+    let dir = json!({"directory": "/srv/gluster"});
+    let many: Vec<Value> = (0..129)
+        .map(|i| node(&format!("n{i}"), dir.clone()))
+        .collect();
+    vec![
+        ("no nodes", cluster(json!({"nodes": []})), "spec.nodes"),
+        ("nodes missing", cluster(json!({})), "spec.nodes"),
+        (
+            "too many nodes",
+            cluster(json!({"nodes": many})),
+            "spec.nodes",
+        ),
+        (
+            "empty node name",
+            cluster(json!({"nodes": [node("", dir.clone())]})),
+            "spec.nodes[0].name",
+        ),
+        (
+            "node name not a DNS name",
+            cluster(json!({"nodes": [node("Node_A", dir.clone())]})),
+            "spec.nodes[0].name",
+        ),
+        (
+            "duplicate node",
+            cluster(json!({"nodes": [node("a", dir.clone()), node("a", dir.clone())]})),
+            "spec.nodes[1]",
+        ),
+        (
+            "device and directory",
+            cluster(
+                json!({"nodes": [node("a", json!({"device": "/dev/sdb", "directory": "/x"}))]}),
+            ),
+            "spec.nodes[0].storage",
+        ),
+        (
+            "no storage kind",
+            cluster(json!({"nodes": [node("a", json!({}))]})),
+            "spec.nodes[0].storage",
+        ),
+        (
+            "storage missing",
+            cluster(json!({"nodes": [{"name": "a"}]})),
+            "spec.nodes[0].storage",
+        ),
+        (
+            "device outside /dev",
+            cluster(json!({"nodes": [node("a", json!({"device": "/tmp/disk.img"}))]})),
+            "spec.nodes[0].storage.device",
+        ),
+        (
+            "relative directory",
+            cluster(json!({"nodes": [node("a", json!({"directory": "srv/g"}))]})),
+            "spec.nodes[0].storage.directory",
+        ),
+        (
+            "root directory",
+            cluster(json!({"nodes": [node("a", json!({"directory": "/"}))]})),
+            "spec.nodes[0].storage.directory",
+        ),
+        (
+            "directory escaping",
+            cluster(json!({"nodes": [node("a", json!({"directory": "/srv/../etc"}))]})),
+            "spec.nodes[0].storage.directory",
+        ),
+        (
+            "unknown cluster profile",
+            cluster(json!({"nodes": [node("a", dir.clone())], "defaultProfile": "Fast"})),
+            "spec.defaultProfile",
+        ),
+        (
+            "empty image",
+            cluster(json!({"nodes": [node("a", dir.clone())], "image": ""})),
+            "spec.image",
+        ),
+        (
+            "no cluster",
+            volume(vol_with(json!({"cluster": null}))),
+            "spec.cluster",
+        ),
+        (
+            "empty cluster",
+            volume(vol_with(json!({"cluster": ""}))),
+            "spec.cluster",
+        ),
+        (
+            "unknown type",
+            volume(vol_with(json!({"type": "Stripe"}))),
+            "spec.type",
+        ),
+        (
+            "replicate without replica",
+            volume(vol_with(json!({"replica": null}))),
+            "spec.replica",
+        ),
+        (
+            "distribute with replica",
+            volume(vol_with(json!({"type": "Distribute"}))),
+            "spec.replica",
+        ),
+        (
+            "replica 4",
+            volume(vol_with(json!({"replica": 4, "brickCount": 4}))),
+            "spec.replica",
+        ),
+        (
+            "replica 1",
+            volume(vol_with(json!({"replica": 1}))),
+            "spec.replica",
+        ),
+        (
+            "bricks not a multiple of replica",
+            volume(vol_with(json!({"brickCount": 4}))),
+            "spec.bricks",
+        ),
+        (
+            "arbiter bricks not in threes",
+            volume(vol_with(
+                json!({"type": "Arbiter", "replica": null, "brickCount": 4}),
+            )),
+            "spec.bricks",
+        ),
+        (
+            "disperse without counts",
+            volume(vol_with(json!({"type": "Disperse", "replica": null}))),
+            "spec.disperse",
+        ),
+        (
+            "replicate with disperse counts",
+            volume(vol_with(json!({"disperse": {"data": 2, "redundancy": 1}}))),
+            "spec.disperse",
+        ),
+        (
+            "redundancy equal to data",
+            volume(vol_with(
+                json!({"type": "Disperse", "replica": null, "disperse": {"data": 2, "redundancy": 2}, "brickCount": 4}),
+            )),
+            "spec.disperse.redundancy",
+        ),
+        (
+            "redundancy above data",
+            volume(vol_with(
+                json!({"type": "Disperse", "replica": null, "disperse": {"data": 3, "redundancy": 4}, "brickCount": 7}),
+            )),
+            "spec.disperse.redundancy",
+        ),
+        (
+            "one data brick",
+            volume(vol_with(
+                json!({"type": "Disperse", "replica": null, "disperse": {"data": 1, "redundancy": 1}, "brickCount": 2}),
+            )),
+            "spec.disperse.data",
+        ),
+        (
+            "no redundancy",
+            volume(vol_with(
+                json!({"type": "Disperse", "replica": null, "disperse": {"data": 2, "redundancy": 0}, "brickCount": 2}),
+            )),
+            "spec.disperse.redundancy",
+        ),
+        (
+            "bricks not whole disperse sets",
+            volume(vol_with(
+                json!({"type": "Disperse", "replica": null, "disperse": {"data": 2, "redundancy": 1}, "brickCount": 4}),
+            )),
+            "spec.bricks",
+        ),
+        (
+            "bricks and brickCount",
+            volume(vol_with(
+                json!({"bricks": [{"node": "a"}, {"node": "b"}, {"node": "c"}]}),
+            )),
+            "spec.brickCount",
+        ),
+        (
+            "neither bricks nor brickCount",
+            volume(vol_with(json!({"brickCount": null}))),
+            "spec.brickCount",
+        ),
+        (
+            "zero bricks",
+            volume(vol_with(
+                json!({"type": "Distribute", "replica": null, "brickCount": 0}),
+            )),
+            "spec.brickCount",
+        ),
+        (
+            "empty brick list",
+            volume(vol_with(
+                json!({"type": "Distribute", "replica": null, "brickCount": null, "bricks": []}),
+            )),
+            "spec.bricks",
+        ),
+        (
+            "brick without node",
+            volume(vol_with(
+                json!({"type": "Distribute", "replica": null, "brickCount": null, "bricks": [{"node": ""}]}),
+            )),
+            "spec.bricks[0].node",
+        ),
+        (
+            "option key not dotted",
+            volume(vol_with(json!({"options": {"NoDots": "on"}}))),
+            "spec.options",
+        ),
+        (
+            "option value empty",
+            volume(vol_with(json!({"options": {"performance.cache-size": ""}}))),
+            "spec.options",
+        ),
+        (
+            "unknown deletion policy",
+            volume(vol_with(json!({"deletionPolicy": "Destroy"}))),
+            "spec.deletionPolicy",
+        ),
+        (
+            "unknown volume profile",
+            volume(vol_with(json!({"profile": "Fast"}))),
+            "spec.profile",
+        ),
+    ]
+}
+
+/// (case, kind, valid spec, changed spec, the field the error must name)
+fn bad_updates() -> Vec<(&'static str, &'static str, Value, Value, &'static str)> {
+    let dir = json!({"directory": "/srv/gluster"});
+    vec![
+        (
+            "type changed",
+            "GlusterVolume",
+            vol_with(json!({})),
+            vol_with(json!({"type": "Arbiter", "replica": null})),
+            "spec.type",
+        ),
+        (
+            "cluster changed",
+            "GlusterVolume",
+            vol_with(json!({})),
+            vol_with(json!({"cluster": "other"})),
+            "spec.cluster",
+        ),
+        (
+            "replica changed",
+            "GlusterVolume",
+            vol_with(json!({"replica": 2, "brickCount": 6})),
+            vol_with(json!({"replica": 3, "brickCount": 6})),
+            "spec.replica",
+        ),
+        (
+            "disperse changed",
+            "GlusterVolume",
+            vol_with(
+                json!({"type": "Disperse", "replica": null, "disperse": {"data": 2, "redundancy": 1}, "brickCount": 6}),
+            ),
+            vol_with(
+                json!({"type": "Disperse", "replica": null, "disperse": {"data": 4, "redundancy": 2}, "brickCount": 6}),
+            ),
+            "spec.disperse",
+        ),
+        (
+            "node storage changed",
+            "GlusterCluster",
+            json!({"nodes": [node("a", dir.clone())]}),
+            json!({"nodes": [node("a", json!({"directory": "/srv/other"}))]}),
+            "spec.nodes[0].storage",
+        ),
+    ]
+}
+
+fn api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
+    let ar = match kind {
+        "GlusterCluster" => ApiResource::erase::<GlusterCluster>(&()),
+        _ => ApiResource::erase::<GlusterVolume>(&()),
+    };
+    Api::namespaced_with(client.clone(), NS, &ar)
+}
+
+fn object(kind: &str, name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "glusterkube.dev/v1alpha1", "kind": kind,
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn bad_specs_are_refused_at_admission_naming_the_field() {
+    let cp = ControlPlane::ensure().unwrap();
+    let client = cp.client().await.unwrap();
+    ControlPlane::install_crds(&client, &gk_operator::crd::all())
+        .await
+        .unwrap();
+    ControlPlane::ensure_namespace(&client, NS).await.unwrap();
+
+    let creates = bad_creates();
+    let updates = bad_updates();
+    assert!(creates.len() + updates.len() >= 30);
+    let mut failures = Vec::new();
+
+    for (case, (kind, spec), field) in creates {
+        match api(&client, kind)
+            .create(&PostParams::default(), &object(kind, "bad", spec))
+            .await
+        {
+            Ok(_) => {
+                failures.push(format!("{case}: accepted"));
+                let _ = api(&client, kind)
+                    .delete("bad", &DeleteParams::default())
+                    .await;
+            }
+            Err(e) if e.to_string().contains(field) => {}
+            Err(e) => failures.push(format!("{case}: error does not name {field}: {e}")),
+        }
+    }
+
+    for (i, (case, kind, good, changed, field)) in updates.into_iter().enumerate() {
+        let name = format!("update-{i}");
+        let api = api(&client, kind);
+        let _ = api.delete(&name, &DeleteParams::default()).await;
+        api.create(&PostParams::default(), &object(kind, &name, good))
+            .await
+            .unwrap_or_else(|e| panic!("{case}: the valid object was refused: {e}"));
+        let patch = Patch::Merge(json!({"spec": changed}));
+        match api.patch(&name, &PatchParams::default(), &patch).await {
+            Ok(_) => failures.push(format!("{case}: accepted")),
+            Err(e) if e.to_string().contains(field) => {}
+            Err(e) => failures.push(format!("{case}: error does not name {field}: {e}")),
+        }
+        api.delete(&name, &DeleteParams::default()).await.unwrap();
+    }
+
+    // Valid objects of every volume type are accepted, so the rules are not simply refusing all.
+    let goods = [
+        vol_with(json!({})),
+        vol_with(json!({"type": "Arbiter", "replica": null, "brickCount": 6})),
+        vol_with(
+            json!({"type": "Disperse", "replica": null, "disperse": {"data": 2, "redundancy": 1}}),
+        ),
+        vol_with(
+            json!({"type": "Distribute", "replica": null, "brickCount": null, "bricks": [{"node": "a"}, {"node": "b"}]}),
+        ),
+        vol_with(
+            json!({"options": {"performance.cache-size": "256MB", "cluster.shd-max-threads": "8"}, "deletionPolicy": "Delete", "profile": "GlusterDefaults"}),
+        ),
+    ];
+    for (i, spec) in goods.into_iter().enumerate() {
+        let name = format!("good-{i}");
+        let api = api(&client, "GlusterVolume");
+        let _ = api.delete(&name, &DeleteParams::default()).await;
+        if let Err(e) = api
+            .create(
+                &PostParams::default(),
+                &object("GlusterVolume", &name, spec),
+            )
+            .await
+        {
+            failures.push(format!("valid volume {i} refused: {e}"));
+        }
+        let _ = api.delete(&name, &DeleteParams::default()).await;
+    }
+
+    assert!(
+        failures.is_empty(),
+        "{} cases went wrong:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
