@@ -1,3 +1,4 @@
 //! The glusterkube operator: custom resource types and, later, their reconcilers.
 
 pub mod crd;
+pub mod pki;
