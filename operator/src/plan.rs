@@ -118,7 +118,7 @@ pub fn bricks(
             ))
         }
     };
-    if chosen.is_empty() || chosen.len() % set != 0 {
+    if chosen.is_empty() || !chosen.len().is_multiple_of(set) {
         return Err(spec_error(
             "spec.bricks",
             format!("{} bricks do not make whole sets of {set}", chosen.len()),
