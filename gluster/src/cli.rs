@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::layout::create_args;
+use crate::layout::{create_args, validate_host};
 use crate::xml::{parse_peer_status, parse_verdict, parse_volume_info};
-use crate::{Brick, GlusterError, Peer, Volume, VolumeLayout};
+use crate::Brick;
+use crate::{GlusterError, Peer, Volume, VolumeLayout};
 
 /// What a finished command printed.
 #[derive(Debug, Clone, Default)]
@@ -84,6 +85,44 @@ impl CommandRunner for ProcessRunner {
     }
 }
 
+/// Whether `stdout` is one of gluster's XML answers.
+fn is_xml(stdout: &str) -> bool {
+    stdout.trim_start().starts_with("<?xml") || stdout.contains("<cliOutput>")
+}
+
+/// A plain-text answer (gluster could not be reached, or a command that answers in text
+/// failed) as a command error carrying gluster's words.
+pub(crate) fn plain_text_error(command: &str, out: &CommandOutput) -> GlusterError {
+    let text = [out.stdout.trim(), out.stderr.trim()]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join("; ");
+    GlusterError::Command {
+        command: command.to_string(),
+        ret: -1,
+        errno: 0,
+        message: if text.is_empty() {
+            "gluster printed nothing".into()
+        } else {
+            text
+        },
+    }
+}
+
+/// Turns gluster's refusal with exactly `message`, which means the wanted state is already
+/// there, into success.
+pub(crate) fn already_done(
+    result: Result<(), GlusterError>,
+    message: &str,
+) -> Result<(), GlusterError> {
+    match result {
+        Err(GlusterError::Command { message: m, .. }) if m == message => Ok(()),
+        other => other,
+    }
+}
+
 /// Typed gluster operations over a [`CommandRunner`].
 #[derive(Debug, Clone)]
 pub struct Gluster<R = ProcessRunner> {
@@ -95,46 +134,50 @@ impl<R: CommandRunner> Gluster<R> {
         Self { runner }
     }
 
+    #[cfg(test)]
+    pub(crate) fn runner_for_tests(&self) -> &R {
+        &self.runner
+    }
+
     /// Runs one command and returns its XML answer. Output that is not XML (the CLI prints
     /// plain text when it cannot reach glusterd) becomes a command error carrying that text.
-    async fn xml(&self, args: Vec<String>) -> Result<String, GlusterError> {
-        let command = args.join(" ");
-        tracing::debug!(%command, "gluster");
-        let out = self.runner.run(&args).await?;
-        if out.stdout.trim_start().starts_with("<?xml") || out.stdout.contains("<cliOutput>") {
+    pub(crate) async fn xml(&self, args: Vec<String>) -> Result<String, GlusterError> {
+        let out = self.run_raw(&args).await?;
+        if is_xml(&out.stdout) {
             return Ok(out.stdout);
         }
-        let text = [out.stdout.trim(), out.stderr.trim()]
-            .iter()
-            .filter(|s| !s.is_empty())
-            .copied()
-            .collect::<Vec<_>>()
-            .join("; ");
-        Err(GlusterError::Command {
-            command,
-            ret: -1,
-            errno: 0,
-            message: if text.is_empty() {
-                "gluster printed nothing".into()
-            } else {
-                text
-            },
-        })
+        Err(plain_text_error(&args.join(" "), &out))
     }
 
+    /// Runs one command and returns what it printed, for the few answers gluster gives in
+    /// plain text even with `--xml`.
+    pub(crate) async fn run_raw(&self, args: &[String]) -> Result<CommandOutput, GlusterError> {
+        tracing::debug!(command = %args.join(" "), "gluster");
+        self.runner.run(args).await
+    }
+
+    /// Runs a command whose answer carries only gluster's verdict.
+    pub(crate) async fn verdict(&self, args: Vec<String>) -> Result<(), GlusterError> {
+        let command = args.join(" ");
+        let xml = self.xml(args).await?;
+        parse_verdict(&command, &xml)
+    }
+
+    /// Adds `host` to the trusted pool. A host already in the pool counts as success (gluster
+    /// itself answers success, with "already in peer list").
     pub async fn peer_probe(&self, host: &str) -> Result<(), GlusterError> {
-        let probe = Brick::new(host, "/probe")?;
-        let xml = self
-            .xml(vec!["peer".into(), "probe".into(), probe.host.clone()])
-            .await?;
-        parse_verdict(&format!("peer probe {}", probe.host), &xml)
+        validate_host("peer host", host)?;
+        self.verdict(vec!["peer".into(), "probe".into(), host.into()])
+            .await
     }
 
+    /// The other peers of the pool, as the answering glusterd sees them.
     pub async fn peer_status(&self) -> Result<Vec<Peer>, GlusterError> {
         let xml = self.xml(vec!["peer".into(), "status".into()]).await?;
         parse_peer_status(&xml)
     }
 
+    /// Creates a volume of `layout` over `bricks`, checked to make whole sets first.
     pub async fn volume_create(
         &self,
         name: &str,
@@ -142,18 +185,17 @@ impl<R: CommandRunner> Gluster<R> {
         bricks: &[Brick],
         force: bool,
     ) -> Result<(), GlusterError> {
-        let args = create_args(name, layout, bricks, force)?;
-        let command = args.join(" ");
-        let xml = self.xml(args).await?;
-        parse_verdict(&command, &xml)
+        self.verdict(create_args(name, layout, bricks, force)?)
+            .await
     }
 
+    /// Starts the volume. A volume that is already started counts as success.
     pub async fn volume_start(&self, name: &str) -> Result<(), GlusterError> {
         crate::validate_volume_name(name)?;
-        let xml = self
-            .xml(vec!["volume".into(), "start".into(), name.into()])
-            .await?;
-        parse_verdict(&format!("volume start {name}"), &xml)
+        let result = self
+            .verdict(vec!["volume".into(), "start".into(), name.into()])
+            .await;
+        already_done(result, &format!("Volume {name} already started"))
     }
 
     /// The named volume, or `None` when gluster says it does not exist.

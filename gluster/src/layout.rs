@@ -98,18 +98,7 @@ impl Brick {
     }
 
     fn validate(&self) -> Result<(), GlusterError> {
-        let host_ok = !self.host.is_empty()
-            && self.host.len() <= 253
-            && self
-                .host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
-        if !host_ok {
-            return Err(GlusterError::invalid(
-                "brick.host",
-                format!("{:?} is not a hostname or IPv4 address", self.host),
-            ));
-        }
+        validate_host("brick.host", &self.host)?;
         if !self.path.starts_with('/') || self.path == "/" {
             return Err(GlusterError::invalid(
                 "brick.path",
@@ -156,15 +145,8 @@ pub fn validate_volume_name(name: &str) -> Result<(), GlusterError> {
     }
 }
 
-/// The arguments of `gluster volume create`, after checking that the bricks fit the layout.
-/// `force` is needed only when gluster would refuse bricks of one set on one host.
-pub(crate) fn create_args(
-    name: &str,
-    layout: VolumeLayout,
-    bricks: &[Brick],
-    force: bool,
-) -> Result<Vec<String>, GlusterError> {
-    validate_volume_name(name)?;
+/// Checks that `bricks` make whole sets of the layout and name no brick twice.
+fn check_bricks(layout: VolumeLayout, bricks: &[Brick]) -> Result<(), GlusterError> {
     layout.validate()?;
     let set = layout.set_size() as usize;
     if bricks.is_empty() || !bricks.len().is_multiple_of(set) {
@@ -174,6 +156,17 @@ pub(crate) fn create_args(
                 "{} bricks do not make whole sets of {set}; give a multiple of {set}",
                 bricks.len()
             ),
+        ));
+    }
+    check_distinct(bricks)
+}
+
+/// Checks each brick and that none is listed twice.
+pub(crate) fn check_distinct(bricks: &[Brick]) -> Result<(), GlusterError> {
+    if bricks.is_empty() {
+        return Err(GlusterError::invalid(
+            "bricks",
+            "at least one brick is needed",
         ));
     }
     let mut seen = HashSet::new();
@@ -186,8 +179,64 @@ pub(crate) fn create_args(
             ));
         }
     }
+    Ok(())
+}
+
+/// A hostname or IPv4 address as gluster takes it for peers and bricks.
+pub(crate) fn validate_host(field: &'static str, host: &str) -> Result<(), GlusterError> {
+    let ok = !host.is_empty()
+        && host.len() <= 253
+        && !host.starts_with('-')
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(GlusterError::invalid(
+            field,
+            format!("{host:?} is not a hostname or IPv4 address"),
+        ))
+    }
+}
+
+/// The arguments of `gluster volume create`, after checking that the bricks fit the layout.
+/// `force` is needed only when gluster would refuse bricks of one set on one host.
+pub(crate) fn create_args(
+    name: &str,
+    layout: VolumeLayout,
+    bricks: &[Brick],
+    force: bool,
+) -> Result<Vec<String>, GlusterError> {
+    validate_volume_name(name)?;
+    check_bricks(layout, bricks)?;
     let mut args = vec!["volume".to_string(), "create".into(), name.into()];
     args.extend(layout.create_words());
+    args.extend(bricks.iter().map(Brick::to_string));
+    if force {
+        args.push("force".into());
+    }
+    Ok(args)
+}
+
+/// The arguments of `gluster volume add-brick` for whole new sets of the volume's layout.
+/// Gluster's add-brick knows `replica N [arbiter 1]` but no disperse words: a dispersed
+/// volume takes new sets of its own size without them.
+pub(crate) fn add_brick_args(
+    name: &str,
+    layout: VolumeLayout,
+    bricks: &[Brick],
+    force: bool,
+) -> Result<Vec<String>, GlusterError> {
+    validate_volume_name(name)?;
+    check_bricks(layout, bricks)?;
+    let mut args = vec!["volume".to_string(), "add-brick".into(), name.into()];
+    match layout {
+        VolumeLayout::Replicate { .. } | VolumeLayout::Arbiter => {
+            args.extend(layout.create_words())
+        }
+        VolumeLayout::Distribute | VolumeLayout::Disperse { .. } => {}
+    }
     args.extend(bricks.iter().map(Brick::to_string));
     if force {
         args.push("force".into());
@@ -232,6 +281,57 @@ mod tests {
         assert_eq!(a[3..7], ["disperse-data", "2", "redundancy", "1"]);
         let a = create_args("v", VolumeLayout::Distribute, &bricks(2), false).unwrap();
         assert_eq!(a, ["volume", "create", "v", "n0:/b/0", "n1:/b/1"]);
+    }
+
+    #[test]
+    fn add_brick_words_per_layout() {
+        let a = add_brick_args(
+            "v",
+            VolumeLayout::Replicate { replica: 3 },
+            &bricks(3),
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            a,
+            [
+                "volume",
+                "add-brick",
+                "v",
+                "replica",
+                "3",
+                "n0:/b/0",
+                "n1:/b/1",
+                "n2:/b/2"
+            ]
+        );
+        let a = add_brick_args("v", VolumeLayout::Arbiter, &bricks(3), true).unwrap();
+        assert_eq!(a[3..7], ["replica", "3", "arbiter", "1"]);
+        assert_eq!(a.last().unwrap(), "force");
+        let disperse = VolumeLayout::Disperse {
+            data: 2,
+            redundancy: 1,
+        };
+        let a = add_brick_args("v", disperse, &bricks(3), false).unwrap();
+        assert_eq!(
+            a,
+            ["volume", "add-brick", "v", "n0:/b/0", "n1:/b/1", "n2:/b/2"]
+        );
+        let err = add_brick_args(
+            "v",
+            VolumeLayout::Replicate { replica: 3 },
+            &bricks(2),
+            false,
+        )
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            GlusterError::Invalid {
+                field: "bricks",
+                ..
+            }
+        ));
+        assert!(add_brick_args("-v", VolumeLayout::Distribute, &bricks(1), false).is_err());
     }
 
     #[test]

@@ -5,10 +5,24 @@
 
 mod cli;
 mod error;
+mod heal;
 mod layout;
+mod ops;
+mod options;
+mod quota;
+mod rebalance;
+mod status;
 mod xml;
 
 pub use cli::{CommandOutput, CommandRunner, Gluster, ProcessRunner};
 pub use error::GlusterError;
+pub use heal::{parse_heal_info_summary, BrickHeal};
 pub use layout::{validate_volume_name, Brick, VolumeLayout};
-pub use xml::{parse_peer_status, parse_volume_info, Peer, Volume, VolumeBrick};
+pub use options::{parse_volume_get, validate_option_key, validate_option_value, OptionValue};
+pub use quota::{parse_quota_list, validate_quota_path, QuotaEntry};
+pub use rebalance::{
+    parse_rebalance_status, parse_remove_brick_status, RebalanceNode, RebalanceProgress,
+    RebalanceStatus,
+};
+pub use status::{parse_volume_status, BrickStatus, DaemonStatus, VolumeStatus};
+pub use xml::{parse_peer_status, parse_volume_info, parse_volume_list, Peer, Volume, VolumeBrick};

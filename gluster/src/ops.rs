@@ -1,0 +1,840 @@
+//! Day-two operations on peers, volumes, options, self-heal, quotas, bricks and rebalance.
+//! Each one checks its input before anything runs and keeps gluster's refusals word for word,
+//! except the few refusals that mean the wanted state is already there.
+
+use crate::cli::already_done;
+use crate::heal::{heal_start_verdict, parse_heal_info_summary};
+use crate::layout::{add_brick_args, check_distinct, validate_host};
+use crate::options::{parse_volume_get, validate_option_key, validate_option_value};
+use crate::quota::{parse_quota_list, validate_quota_bytes, validate_quota_path};
+use crate::rebalance::{parse_rebalance_status, parse_remove_brick_status};
+use crate::status::parse_volume_status;
+use crate::xml::{parse_volume_info, parse_volume_list};
+use crate::{
+    validate_volume_name, Brick, BrickHeal, CommandRunner, Gluster, GlusterError, QuotaEntry,
+    RebalanceStatus, Volume, VolumeLayout, VolumeStatus,
+};
+
+fn words(parts: &[&str]) -> Vec<String> {
+    parts.iter().map(|s| s.to_string()).collect()
+}
+
+/// `volume remove-brick NAME BRICK... ACTION`, after checking the volume and bricks.
+fn remove_brick_args(
+    name: &str,
+    bricks: &[Brick],
+    action: &str,
+) -> Result<Vec<String>, GlusterError> {
+    validate_volume_name(name)?;
+    check_distinct(bricks)?;
+    let mut args = words(&["volume", "remove-brick", name]);
+    args.extend(bricks.iter().map(Brick::to_string));
+    args.push(action.into());
+    Ok(args)
+}
+
+impl<R: CommandRunner> Gluster<R> {
+    /// Removes `host` from the trusted pool. A host that is not in the pool counts as success.
+    pub async fn peer_detach(&self, host: &str) -> Result<(), GlusterError> {
+        validate_host("peer host", host)?;
+        let result = self.verdict(words(&["peer", "detach", host])).await;
+        already_done(result, &format!("{host} is not part of cluster"))
+    }
+
+    /// `volume start NAME force`: starts brick processes that are down, for example after
+    /// one was killed or its disk replaced, without touching the running ones.
+    pub async fn volume_start_force(&self, name: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        self.verdict(words(&["volume", "start", name, "force"]))
+            .await
+    }
+
+    /// Stops the volume; `force` stops it even when gluster would refuse (for example while
+    /// a task runs). A volume that is not started counts as success.
+    pub async fn volume_stop(&self, name: &str, force: bool) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        let mut args = words(&["volume", "stop", name]);
+        if force {
+            args.push("force".into());
+        }
+        let result = self.verdict(args).await;
+        already_done(
+            result,
+            &format!("Volume {name} is not in the started state"),
+        )
+    }
+
+    /// Deletes a stopped volume's definition (brick directories stay on disk). A volume that
+    /// does not exist counts as success.
+    pub async fn volume_delete(&self, name: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        let result = self.verdict(words(&["volume", "delete", name])).await;
+        already_done(result, &format!("Volume {name} does not exist"))
+    }
+
+    /// The names of all volumes.
+    pub async fn volume_list(&self) -> Result<Vec<String>, GlusterError> {
+        parse_volume_list(&self.xml(words(&["volume", "list"])).await?)
+    }
+
+    /// Every volume with its bricks and options.
+    pub async fn volume_info_all(&self) -> Result<Vec<Volume>, GlusterError> {
+        parse_volume_info(&self.xml(words(&["volume", "info"])).await?)
+    }
+
+    /// A started volume's bricks (online, port, pid, filesystem and free space) and daemons,
+    /// from `volume status NAME detail` completed by plain `volume status NAME`.
+    pub async fn volume_status(&self, name: &str) -> Result<VolumeStatus, GlusterError> {
+        validate_volume_name(name)?;
+        let pick = |all: Vec<VolumeStatus>, command: &str| {
+            all.into_iter()
+                .find(|v| v.volume == name)
+                .ok_or_else(|| GlusterError::Parse {
+                    command: command.to_string(),
+                    reason: format!("the answer does not mention volume {name}"),
+                })
+        };
+        let detail = parse_volume_status(
+            &self
+                .xml(words(&["volume", "status", name, "detail"]))
+                .await?,
+        )?;
+        let mut status = pick(detail, "volume status detail")?;
+        let plain = parse_volume_status(&self.xml(words(&["volume", "status", name])).await?)?;
+        status.merge(pick(plain, "volume status")?);
+        Ok(status)
+    }
+
+    /// Sets one volume option.
+    pub async fn volume_set(&self, name: &str, key: &str, value: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        validate_option_key(key)?;
+        validate_option_value(value)?;
+        self.verdict(words(&["volume", "set", name, key, value]))
+            .await
+    }
+
+    /// Returns one volume option to its default.
+    pub async fn volume_reset(&self, name: &str, key: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        validate_option_key(key)?;
+        self.verdict(words(&["volume", "reset", name, key])).await
+    }
+
+    /// The option's effective value, set or default (without gluster's `(DEFAULT)` mark);
+    /// `None` when gluster has no value for it (`(null)`) or does not list the key in its
+    /// answer. Keys gluster does not know are its error ("Did you mean ...?").
+    pub async fn volume_get(&self, name: &str, key: &str) -> Result<Option<String>, GlusterError> {
+        validate_volume_name(name)?;
+        validate_option_key(key)?;
+        let opts = parse_volume_get(&self.xml(words(&["volume", "get", name, key])).await?)?;
+        Ok(opts
+            .into_iter()
+            .find(|o| o.name == key)
+            .and_then(|o| o.value))
+    }
+
+    /// Per brick: what self-heal still has to do, from `volume heal NAME info summary`.
+    ///
+    /// Gluster runs its `glfsheal` helper for this, which reaches glusterd only at the default
+    /// socket (`/var/run/glusterd.socket`) and must reach the bricks over the network.
+    pub async fn heal_info_summary(&self, name: &str) -> Result<Vec<BrickHeal>, GlusterError> {
+        validate_volume_name(name)?;
+        parse_heal_info_summary(
+            &self
+                .xml(words(&["volume", "heal", name, "info", "summary"]))
+                .await?,
+        )
+    }
+
+    /// Asks the self-heal daemons to heal the entries in their index now (`volume heal NAME`).
+    pub async fn heal_start(&self, name: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        let args = words(&["volume", "heal", name]);
+        let out = self.run_raw(&args).await?;
+        heal_start_verdict(&args.join(" "), &out)
+    }
+
+    /// Turns quota accounting on. Quota already enabled counts as success.
+    pub async fn quota_enable(&self, name: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        let result = self
+            .verdict(words(&["volume", "quota", name, "enable"]))
+            .await;
+        already_done(result, "Quota is already enabled")
+    }
+
+    /// Limits the space used below directory `path` (which must exist) to `bytes`.
+    pub async fn quota_limit_usage(
+        &self,
+        name: &str,
+        path: &str,
+        bytes: u64,
+    ) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        validate_quota_path(path)?;
+        validate_quota_bytes(bytes)?;
+        self.verdict(words(&[
+            "volume",
+            "quota",
+            name,
+            "limit-usage",
+            path,
+            &bytes.to_string(),
+        ]))
+        .await
+    }
+
+    /// Every usage limit with its current use. No limits at all is an empty list.
+    ///
+    /// The CLI reads usage through an auxiliary mount that glusterd makes in its own mount
+    /// namespace, so this must run where glusterd's `/var/run/gluster` is visible.
+    pub async fn quota_list(&self, name: &str) -> Result<Vec<QuotaEntry>, GlusterError> {
+        validate_volume_name(name)?;
+        match parse_quota_list(&self.xml(words(&["volume", "quota", name, "list"])).await?) {
+            Err(GlusterError::Command { message, .. })
+                if message == format!("No quota configured on volume {name}") =>
+            {
+                Ok(Vec::new())
+            }
+            other => other,
+        }
+    }
+
+    /// Removes the usage limit on `path`. No limit there counts as success (gluster says
+    /// "removexattr failed on ... Reason : No data available").
+    pub async fn quota_remove(&self, name: &str, path: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        validate_quota_path(path)?;
+        match self
+            .verdict(words(&["volume", "quota", name, "remove", path]))
+            .await
+        {
+            Err(GlusterError::Command { message, .. })
+                if message.starts_with("removexattr failed on ")
+                    && message.ends_with(". Reason : No data available") =>
+            {
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// Sets `features.soft-timeout` and `features.hard-timeout` to 0 so that bricks check
+    /// usage against limits on every write instead of trusting a cached figure for up to a
+    /// minute: a full volume then refuses writes at once. Gluster accepts 0 for both.
+    pub async fn quota_fast_timeouts(&self, name: &str) -> Result<(), GlusterError> {
+        self.volume_set(name, "features.soft-timeout", "0").await?;
+        self.volume_set(name, "features.hard-timeout", "0").await
+    }
+
+    /// Adds whole sets of `layout` (the volume's own layout) to a volume. For replicated
+    /// layouts gluster is told the replica count; dispersed volumes take sets of their size.
+    pub async fn add_brick(
+        &self,
+        name: &str,
+        layout: VolumeLayout,
+        bricks: &[Brick],
+        force: bool,
+    ) -> Result<(), GlusterError> {
+        self.verdict(add_brick_args(name, layout, bricks, force)?)
+            .await
+    }
+
+    /// Starts moving data off `bricks` (whole sets) before they are removed.
+    pub async fn remove_brick_start(
+        &self,
+        name: &str,
+        bricks: &[Brick],
+    ) -> Result<(), GlusterError> {
+        self.verdict(remove_brick_args(name, bricks, "start")?)
+            .await
+    }
+
+    /// Progress of the migration started by [`Gluster::remove_brick_start`].
+    pub async fn remove_brick_status(
+        &self,
+        name: &str,
+        bricks: &[Brick],
+    ) -> Result<RebalanceStatus, GlusterError> {
+        parse_remove_brick_status(&self.xml(remove_brick_args(name, bricks, "status")?).await?)
+    }
+
+    /// Removes `bricks` from the volume once their data has moved. Gluster refuses while
+    /// the migration runs ("use 'force' option as migration is in progress").
+    pub async fn remove_brick_commit(
+        &self,
+        name: &str,
+        bricks: &[Brick],
+    ) -> Result<(), GlusterError> {
+        self.verdict(remove_brick_args(name, bricks, "commit")?)
+            .await
+    }
+
+    /// Puts brick `new` in the place of `old` at once; self-heal then fills `new` from the
+    /// other bricks of its set.
+    pub async fn replace_brick_commit_force(
+        &self,
+        name: &str,
+        old: &Brick,
+        new: &Brick,
+    ) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        check_distinct(&[old.clone(), new.clone()])?;
+        self.verdict(words(&[
+            "volume",
+            "replace-brick",
+            name,
+            &old.to_string(),
+            &new.to_string(),
+            "commit",
+            "force",
+        ]))
+        .await
+    }
+
+    /// Starts spreading the volume's files over all its bricks, after add-brick. A rebalance
+    /// already running counts as success.
+    pub async fn rebalance_start(&self, name: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        let result = self
+            .verdict(words(&["volume", "rebalance", name, "start"]))
+            .await;
+        already_done(result, &format!("Rebalance on {name} is already started"))
+    }
+
+    /// Progress of the volume's rebalance, per peer and overall.
+    pub async fn rebalance_status(&self, name: &str) -> Result<RebalanceStatus, GlusterError> {
+        validate_volume_name(name)?;
+        parse_rebalance_status(
+            &self
+                .xml(words(&["volume", "rebalance", name, "status"]))
+                .await?,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CommandOutput;
+    use std::sync::Mutex;
+
+    /// Answers each command with the fixture registered for its leading words, and records
+    /// every command it is asked to run.
+    #[derive(Default)]
+    struct Script {
+        answers: Vec<(&'static str, CommandOutput)>,
+        seen: Mutex<Vec<String>>,
+    }
+
+    impl CommandRunner for Script {
+        async fn run(&self, args: &[String]) -> Result<CommandOutput, GlusterError> {
+            let command = args.join(" ");
+            self.seen.lock().unwrap().push(command.clone());
+            let answer = self
+                .answers
+                .iter()
+                .filter(|(prefix, _)| command.starts_with(prefix))
+                .max_by_key(|(prefix, _)| prefix.len())
+                .map(|(_, out)| out.clone());
+            Ok(answer.unwrap_or_else(|| CommandOutput {
+                success: false,
+                stdout: String::new(),
+                stderr: format!("no answer scripted for {command}"),
+            }))
+        }
+    }
+
+    fn xml(stdout: &str) -> CommandOutput {
+        CommandOutput {
+            success: true,
+            stdout: stdout.into(),
+            stderr: String::new(),
+        }
+    }
+
+    fn script(answers: Vec<(&'static str, CommandOutput)>) -> Gluster<Script> {
+        Gluster::new(Script {
+            answers,
+            seen: Mutex::default(),
+        })
+    }
+
+    fn seen(g: &Gluster<Script>) -> Vec<String> {
+        g.runner_for_tests().seen.lock().unwrap().clone()
+    }
+
+    fn field(err: GlusterError) -> &'static str {
+        match err {
+            GlusterError::Invalid { field, .. } => field,
+            other => panic!("expected an input error, got {other:?}"),
+        }
+    }
+
+    fn b(s: &str) -> Brick {
+        Brick::parse(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_operation_checks_input_before_running_anything() {
+        let g = script(vec![]);
+        let bad = "bad name";
+        let three = [b("h1:/b"), b("h2:/b"), b("h3:/b")];
+        let r3 = VolumeLayout::Replicate { replica: 3 };
+        assert_eq!(field(g.peer_detach("h;x").await.unwrap_err()), "peer host");
+        assert_eq!(field(g.peer_detach("-h").await.unwrap_err()), "peer host");
+        assert_eq!(field(g.peer_probe("").await.unwrap_err()), "peer host");
+        assert_eq!(
+            field(g.volume_start_force(bad).await.unwrap_err()),
+            "volume name"
+        );
+        assert_eq!(
+            field(g.volume_stop(bad, true).await.unwrap_err()),
+            "volume name"
+        );
+        assert_eq!(
+            field(g.volume_delete("-v").await.unwrap_err()),
+            "volume name"
+        );
+        assert_eq!(
+            field(g.volume_status(bad).await.unwrap_err()),
+            "volume name"
+        );
+        assert_eq!(
+            field(g.volume_set(bad, "a.b", "1").await.unwrap_err()),
+            "volume name"
+        );
+        assert_eq!(
+            field(g.volume_set("v", "A.b", "1").await.unwrap_err()),
+            "option key"
+        );
+        assert_eq!(
+            field(g.volume_set("v", "a.b", "1\n2").await.unwrap_err()),
+            "option value"
+        );
+        assert_eq!(
+            field(g.volume_set("v", "a.b", "--xml").await.unwrap_err()),
+            "option value"
+        );
+        assert_eq!(
+            field(g.volume_reset("v", "ab").await.unwrap_err()),
+            "option key"
+        );
+        assert_eq!(
+            field(g.volume_get("v", "a b").await.unwrap_err()),
+            "option key"
+        );
+        assert_eq!(
+            field(g.heal_info_summary(bad).await.unwrap_err()),
+            "volume name"
+        );
+        assert_eq!(field(g.heal_start(bad).await.unwrap_err()), "volume name");
+        assert_eq!(field(g.quota_enable(bad).await.unwrap_err()), "volume name");
+        assert_eq!(
+            field(g.quota_limit_usage("v", "pv1", 1).await.unwrap_err()),
+            "quota path"
+        );
+        assert_eq!(
+            field(g.quota_limit_usage("v", "/a/../b", 1).await.unwrap_err()),
+            "quota path"
+        );
+        assert_eq!(
+            field(g.quota_limit_usage("v", "/pv1", 0).await.unwrap_err()),
+            "quota bytes"
+        );
+        assert_eq!(
+            field(
+                g.quota_limit_usage("v", "/pv1", u64::MAX)
+                    .await
+                    .unwrap_err()
+            ),
+            "quota bytes"
+        );
+        assert_eq!(field(g.quota_list(bad).await.unwrap_err()), "volume name");
+        assert_eq!(
+            field(g.quota_remove("v", "/a\tb").await.unwrap_err()),
+            "quota path"
+        );
+        assert_eq!(
+            field(g.quota_fast_timeouts(bad).await.unwrap_err()),
+            "volume name"
+        );
+        assert_eq!(
+            field(g.add_brick("v", r3, &three[..2], false).await.unwrap_err()),
+            "bricks"
+        );
+        assert_eq!(
+            field(g.add_brick(bad, r3, &three, false).await.unwrap_err()),
+            "volume name"
+        );
+        assert_eq!(
+            field(
+                g.add_brick("v", VolumeLayout::Replicate { replica: 5 }, &three, false)
+                    .await
+                    .unwrap_err()
+            ),
+            "replica"
+        );
+        assert_eq!(
+            field(g.remove_brick_start("v", &[]).await.unwrap_err()),
+            "bricks"
+        );
+        let twice = [b("h1:/b"), b("h1:/b")];
+        assert_eq!(
+            field(g.remove_brick_status("v", &twice).await.unwrap_err()),
+            "bricks"
+        );
+        assert_eq!(
+            field(g.remove_brick_commit(bad, &three).await.unwrap_err()),
+            "volume name"
+        );
+        let invalid = Brick {
+            host: "h".into(),
+            path: "rel".into(),
+        };
+        assert_eq!(
+            field(
+                g.remove_brick_commit("v", std::slice::from_ref(&invalid))
+                    .await
+                    .unwrap_err()
+            ),
+            "brick.path"
+        );
+        assert_eq!(
+            field(
+                g.replace_brick_commit_force("v", &three[0], &three[0])
+                    .await
+                    .unwrap_err()
+            ),
+            "bricks"
+        );
+        assert_eq!(
+            field(
+                g.replace_brick_commit_force("v", &three[0], &invalid)
+                    .await
+                    .unwrap_err()
+            ),
+            "brick.path"
+        );
+        assert_eq!(
+            field(g.rebalance_start(bad).await.unwrap_err()),
+            "volume name"
+        );
+        assert_eq!(
+            field(g.rebalance_status(bad).await.unwrap_err()),
+            "volume name"
+        );
+        assert!(seen(&g).is_empty(), "{:?}", seen(&g));
+    }
+
+    #[tokio::test]
+    async fn already_done_refusals_are_success() {
+        let g = script(vec![
+            (
+                "peer detach",
+                xml(include_str!("../testdata/peer-detach-unknown.xml")),
+            ),
+            (
+                "volume start r3",
+                xml(include_str!("../testdata/volume-start-already.xml")),
+            ),
+            (
+                "volume stop d21",
+                xml(include_str!("../testdata/volume-stop-already.xml")),
+            ),
+            (
+                "volume delete d21",
+                xml(include_str!("../testdata/volume-delete-missing.xml")),
+            ),
+            (
+                "volume quota r3 enable",
+                xml(include_str!("../testdata/quota-enable-already.xml")),
+            ),
+            (
+                "volume quota r3 remove",
+                xml(include_str!("../testdata/quota-remove-missing.xml")),
+            ),
+            (
+                "volume quota r3 list",
+                xml(include_str!("../testdata/quota-list-none.xml")),
+            ),
+            (
+                "volume rebalance d21 start",
+                xml(include_str!("../testdata/rebalance-start-already.xml")),
+            ),
+        ]);
+        g.peer_detach("10.213.0.3").await.unwrap();
+        g.volume_start("r3").await.unwrap();
+        g.volume_stop("d21", false).await.unwrap();
+        g.volume_delete("d21").await.unwrap();
+        g.quota_enable("r3").await.unwrap();
+        g.quota_remove("r3", "/pv2").await.unwrap();
+        assert_eq!(g.quota_list("r3").await.unwrap(), []);
+        g.rebalance_start("d21").await.unwrap();
+        assert_eq!(
+            seen(&g),
+            [
+                "peer detach 10.213.0.3",
+                "volume start r3",
+                "volume stop d21",
+                "volume delete d21",
+                "volume quota r3 enable",
+                "volume quota r3 remove /pv2",
+                "volume quota r3 list",
+                "volume rebalance d21 start",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_same_words_about_another_object_stay_errors() {
+        // "already started" for r3 does not make starting volume x a success.
+        let g = script(vec![
+            (
+                "volume start x",
+                xml(include_str!("../testdata/volume-start-already.xml")),
+            ),
+            (
+                "peer detach",
+                xml(include_str!("../testdata/peer-detach-self.xml")),
+            ),
+            (
+                "volume delete d21",
+                xml(include_str!("../testdata/volume-delete-started.xml")),
+            ),
+            (
+                "volume quota d21 list",
+                xml(include_str!("../testdata/quota-list-disabled.xml")),
+            ),
+            (
+                "volume quota x list",
+                xml(include_str!("../testdata/quota-list-none.xml")),
+            ),
+        ]);
+        let err = g.volume_start("x").await.unwrap_err().to_string();
+        assert!(err.contains("Volume r3 already started"), "{err}");
+        let err = g.peer_detach("10.213.0.1").await.unwrap_err().to_string();
+        assert!(err.contains("10.213.0.1 is localhost"), "{err}");
+        let err = g.volume_delete("d21").await.unwrap_err().to_string();
+        assert!(
+            err.contains("Volume d21 has been started.Volume needs to be stopped before deletion."),
+            "{err}"
+        );
+        let err = g.quota_list("d21").await.unwrap_err().to_string();
+        assert!(
+            err.contains("Quota is disabled, please enable quota"),
+            "{err}"
+        );
+        assert!(g.quota_list("x").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn volume_status_merges_detail_and_plain() {
+        // Pretend `detail` lacked ports and pids: the plain answer supplies them.
+        let detail = include_str!("../testdata/volume-status-detail-replica3.xml")
+            .replace("<port>58101</port>", "<port>N/A</port>")
+            .replace("<pid>6601</pid>", "<pid>-1</pid>");
+        let g = script(vec![
+            ("volume status r3 detail", xml(&detail)),
+            (
+                "volume status r3",
+                xml(include_str!("../testdata/volume-status-replica3.xml")),
+            ),
+        ]);
+        let s = g.volume_status("r3").await.unwrap();
+        assert_eq!(s.bricks.len(), 3);
+        assert_eq!(
+            (s.bricks[0].port, s.bricks[0].pid),
+            (Some(58101), Some(6601))
+        );
+        assert_eq!(s.bricks[0].size_total, Some(2_080_374_784));
+        assert_eq!(s.self_heal_daemons().count(), 3);
+        assert_eq!(seen(&g), ["volume status r3 detail", "volume status r3"]);
+        // An answer about another volume is not taken for this one.
+        let g = script(vec![("volume status", xml(&detail))]);
+        let err = g.volume_status("other").await.unwrap_err();
+        assert!(matches!(err, GlusterError::Parse { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn heal_start_failure_text_reaches_the_caller() {
+        let g = script(vec![(
+            "volume heal dv",
+            CommandOutput {
+                success: false,
+                stdout: String::new(),
+                stderr: include_str!("../testdata/heal-start-failed.stderr.txt").into(),
+            },
+        )]);
+        match g.heal_start("dv").await.unwrap_err() {
+            GlusterError::Command {
+                command, message, ..
+            } => {
+                assert_eq!(command, "volume heal dv");
+                assert!(
+                    message.ends_with(
+                        "Self-heal-daemon is disabled. Heal will not be triggered on volume dv"
+                    ),
+                    "{message}"
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn commands_and_answers() {
+        let g = script(vec![
+            (
+                "volume list",
+                xml(include_str!("../testdata/volume-list.xml")),
+            ),
+            (
+                "volume info",
+                xml(include_str!("../testdata/volume-info-all.xml")),
+            ),
+            (
+                "volume set",
+                xml(include_str!("../testdata/volume-set.xml")),
+            ),
+            (
+                "volume get",
+                xml(include_str!("../testdata/volume-get-default.xml")),
+            ),
+            (
+                "volume reset",
+                xml(include_str!("../testdata/volume-reset.xml")),
+            ),
+            (
+                "volume stop",
+                xml(include_str!("../testdata/volume-stop.xml")),
+            ),
+            (
+                "volume start",
+                xml(include_str!("../testdata/volume-start-force.xml")),
+            ),
+            (
+                "volume heal r3 info",
+                xml(include_str!("../testdata/heal-info-summary-brick-down.xml")),
+            ),
+            (
+                "volume heal r3",
+                xml(include_str!("../testdata/heal-start.stdout.txt")),
+            ),
+            (
+                "volume quota",
+                xml(include_str!("../testdata/quota-limit-usage.xml")),
+            ),
+            (
+                "volume quota r3 list",
+                xml(include_str!("../testdata/quota-list.xml")),
+            ),
+            (
+                "volume add-brick",
+                xml(include_str!("../testdata/add-brick-replica.xml")),
+            ),
+            (
+                "volume rebalance r3 start",
+                xml(include_str!("../testdata/rebalance-start.xml")),
+            ),
+            (
+                "volume rebalance r3 status",
+                xml(include_str!("../testdata/rebalance-status-completed.xml")),
+            ),
+            (
+                "volume remove-brick",
+                xml(include_str!("../testdata/remove-brick-start.xml")),
+            ),
+            (
+                "volume remove-brick r3 h1:/b h2:/b h3:/b status",
+                xml(include_str!(
+                    "../testdata/remove-brick-status-completed.xml"
+                )),
+            ),
+            (
+                "volume replace-brick",
+                xml(include_str!("../testdata/replace-brick.xml")),
+            ),
+        ]);
+        let three = [b("h1:/b"), b("h2:/b"), b("h3:/b")];
+        assert_eq!(g.volume_list().await.unwrap(), ["d21", "r3"]);
+        let all = g.volume_info_all().await.unwrap();
+        assert_eq!(
+            all.iter()
+                .map(|v| (v.name.as_str(), v.type_name.as_str()))
+                .collect::<Vec<_>>(),
+            [("d21", "Disperse"), ("r3", "Replicate")]
+        );
+        g.volume_set("r3", "performance.cache-size", "64MB")
+            .await
+            .unwrap();
+        assert_eq!(
+            g.volume_get("r3", "performance.cache-size")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("32MB")
+        );
+        assert_eq!(
+            g.volume_get("r3", "performance.io-cache").await.unwrap(),
+            None
+        );
+        g.volume_reset("r3", "performance.cache-size")
+            .await
+            .unwrap();
+        g.volume_stop("r3", true).await.unwrap();
+        g.volume_start_force("r3").await.unwrap();
+        let heal = g.heal_info_summary("r3").await.unwrap();
+        assert_eq!(heal[0].pending, Some(13));
+        g.heal_start("r3").await.unwrap();
+        g.quota_fast_timeouts("r3").await.unwrap();
+        g.quota_limit_usage("r3", "/pv1", 10 << 20).await.unwrap();
+        let quotas = g.quota_list("r3").await.unwrap();
+        assert_eq!(quotas.len(), 2);
+        g.add_brick("r3", VolumeLayout::Replicate { replica: 3 }, &three, false)
+            .await
+            .unwrap();
+        g.rebalance_start("r3").await.unwrap();
+        assert!(g.rebalance_status("r3").await.unwrap().is_completed());
+        g.remove_brick_start("r3", &three).await.unwrap();
+        assert_eq!(
+            g.remove_brick_status("r3", &three)
+                .await
+                .unwrap()
+                .aggregate
+                .files,
+            23
+        );
+        g.remove_brick_commit("r3", &three).await.unwrap();
+        g.replace_brick_commit_force("r3", &three[0], &b("h1:/c"))
+            .await
+            .unwrap();
+        assert_eq!(
+            seen(&g),
+            [
+                "volume list",
+                "volume info",
+                "volume set r3 performance.cache-size 64MB",
+                "volume get r3 performance.cache-size",
+                "volume get r3 performance.io-cache",
+                "volume reset r3 performance.cache-size",
+                "volume stop r3 force",
+                "volume start r3 force",
+                "volume heal r3 info summary",
+                "volume heal r3",
+                "volume set r3 features.soft-timeout 0",
+                "volume set r3 features.hard-timeout 0",
+                "volume quota r3 limit-usage /pv1 10485760",
+                "volume quota r3 list",
+                "volume add-brick r3 replica 3 h1:/b h2:/b h3:/b",
+                "volume rebalance r3 start",
+                "volume rebalance r3 status",
+                "volume remove-brick r3 h1:/b h2:/b h3:/b start",
+                "volume remove-brick r3 h1:/b h2:/b h3:/b status",
+                "volume remove-brick r3 h1:/b h2:/b h3:/b commit",
+                "volume replace-brick r3 h1:/b h1:/c commit force",
+            ]
+        );
+    }
+}
