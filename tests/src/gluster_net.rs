@@ -17,8 +17,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use gk_csi::mount::{self, Mounter};
 use gk_gluster::{Gluster, ProcessRunner};
+use gk_mount::{self as mount, Mounter};
 
 use crate::{run, EnvError};
 
@@ -141,10 +141,16 @@ impl GlusterNet {
         for shared in ["/var/lib/glusterd", "/run/gluster", "/var/log/glusterfs"] {
             std::fs::create_dir_all(shared)?;
         }
+        // A private /run makes the node look like a pod: glusterd's socket sits at the
+        // default /run/glusterd.socket (a link into /run/gluster, which is the node's own
+        // directory, so the test can reach the socket from outside too). Tools that only know
+        // the default path, such as glfsheal behind `volume heal info`, then work unchanged.
         let d = node.dir.display();
         let script = format!(
-            "mount --bind {d}/lib /var/lib/glusterd && mount --bind {d}/run /run/gluster && \
-             mount --bind {d}/log /var/log/glusterfs && exec glusterd -N -f {}",
+            "mount -t tmpfs gk-run /run && mkdir /run/gluster && \
+             mount --bind {d}/run /run/gluster && ln -s gluster/glusterd.socket /run/glusterd.socket && \
+             mount --bind {d}/lib /var/lib/glusterd && mount --bind {d}/log /var/log/glusterfs && \
+             exec glusterd -N -f {}",
             vol_path.display()
         );
         let log = std::fs::File::create(node.dir.join("glusterd.out"))?;
@@ -171,12 +177,29 @@ impl GlusterNet {
         &self.nodes
     }
 
-    /// Gluster operations through node `i`'s glusterd (0-based).
+    /// Gluster operations through node `i`'s glusterd (0-based). The CLI runs in the node's
+    /// network and mount namespaces, as it does inside a brick pod: some commands (quota list,
+    /// heal info) mount the volume or reach bricks themselves.
     pub fn gluster(&self, i: usize) -> Gluster<ProcessRunner> {
+        let pid = self.nodes[i]
+            .glusterd
+            .as_ref()
+            .map(|c| c.id())
+            .expect("glusterd was started");
+        // nsenter, unshare and sh all exec, so the child's pid is glusterd's.
         Gluster::new(ProcessRunner {
-            glusterd_socket: Some(self.nodes[i].glusterd_socket()),
+            program: [
+                "nsenter",
+                "-t",
+                &pid.to_string(),
+                "--net",
+                "--mount",
+                "gluster",
+            ]
+            .map(String::from)
+            .to_vec(),
+            glusterd_socket: None,
             timeout: Duration::from_secs(60),
-            ..ProcessRunner::default()
         })
     }
 

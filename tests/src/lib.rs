@@ -8,8 +8,10 @@
 //!
 //! A missing component is an error, never a skip.
 
+pub mod agents;
 pub mod gluster_net;
 pub mod k8s;
+pub mod kubelet;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

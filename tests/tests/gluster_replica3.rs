@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use gk_csi::mount::{self, MountSource};
 use gk_gluster::{Brick, VolumeLayout};
+use gk_mount::{self as mount, MountSource};
 use gk_testenv::gluster_net::GlusterNet;
 use sha2::{Digest, Sha256};
 

@@ -1,5 +1,20 @@
-//! The brick agent. For now it answers one question, used as the brick pod's probe:
-//! is the local glusterd up, and which of its peers can it reach?
+//! The brick agent: runs beside glusterd in every brick pod. The operator and the CSI
+//! controller manage gluster only through its gRPC API, served over mutual TLS.
+
+mod convert;
+mod error;
+mod locks;
+pub mod server;
+pub mod spec;
+pub mod tls;
+
+pub use error::AgentError;
+pub use server::{Agent, AgentConfig};
+
+/// Generated from proto/glusterkube/agent/v1/agent.proto.
+pub mod proto {
+    tonic::include_proto!("glusterkube.agent.v1");
+}
 
 use gk_gluster::{CommandRunner, Gluster, GlusterError};
 use serde::Serialize;
@@ -28,6 +43,23 @@ pub async fn health<R: CommandRunner>(gluster: &Gluster<R>) -> Result<Health, Gl
         peers: peers.len(),
         peers_connected: peers.iter().filter(|p| p.connected).count(),
     })
+}
+
+/// Serves the agent on `listener` with mutual TLS until `shutdown` resolves.
+pub async fn serve<R: CommandRunner + 'static>(
+    agent: Agent<R>,
+    listener: tokio::net::TcpListener,
+    tls: tonic::transport::ServerTlsConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    tonic::transport::Server::builder()
+        .tls_config(tls)?
+        .add_service(proto::brick_agent_server::BrickAgentServer::new(agent))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
+        .await
 }
 
 #[cfg(test)]

@@ -1,18 +1,23 @@
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use gk_agent::tls::TlsFiles;
+use gk_agent::{Agent, AgentConfig};
 use gk_gluster::{Gluster, ProcessRunner};
+use gk_mount::Mounter;
 
 #[derive(Parser)]
 #[command(version, about = "glusterkube brick agent")]
 struct Cli {
     /// glusterd's unix socket, when not at gluster's default path.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "GK_GLUSTERD_SOCKET")]
     glusterd_socket: Option<PathBuf>,
-    /// Seconds to wait for each gluster command.
-    #[arg(long, global = true, default_value_t = 10)]
+    /// Seconds to wait for each gluster command before giving up on it.
+    #[arg(long, global = true, default_value_t = 120)]
     timeout: u64,
     #[command(subcommand)]
     command: Command,
@@ -21,14 +26,47 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Print glusterd's health as JSON; exit 1 if glusterd does not answer or a peer is
-    /// disconnected.
+    /// disconnected. Used as the brick pod's probe.
     Health,
+    /// Serve the gRPC API over mutual TLS until SIGTERM.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "GK_AGENT_LISTEN", default_value = "0.0.0.0:24050")]
+        listen: SocketAddr,
+        /// Directory with ca.crt, tls.crt and tls.key (the agent TLS Secret).
+        #[arg(long, env = "GK_AGENT_TLS_DIR", default_value = "/etc/glusterkube/tls")]
+        tls_dir: PathBuf,
+        /// The address this node has in the trusted pool: the pod's stable DNS name.
+        #[arg(long, env = "GK_ADVERTISE_ADDRESS")]
+        advertise_address: String,
+        /// This node's glusterd address, the volfile server of the agent's own mounts.
+        #[arg(long, env = "GK_VOLFILE_SERVER", default_value = "localhost")]
+        volfile_server: String,
+        /// Where the agent mounts volumes to manage subdirectories.
+        #[arg(
+            long,
+            env = "GK_MOUNT_ROOT",
+            default_value = "/var/lib/glusterkube/mounts"
+        )]
+        mount_root: PathBuf,
+        /// Directories holding this node's bricks; only paths below them can be released.
+        #[arg(
+            long = "brick-root",
+            env = "GK_BRICK_ROOTS",
+            value_delimiter = ',',
+            default_value = "/bricks"
+        )]
+        brick_roots: Vec<PathBuf>,
+    },
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
@@ -47,5 +85,46 @@ async fn main() -> anyhow::Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
+        Command::Serve {
+            listen,
+            tls_dir,
+            advertise_address,
+            volfile_server,
+            mount_root,
+            brick_roots,
+        } => {
+            let tls = TlsFiles::in_dir(&tls_dir)
+                .server_config()
+                .with_context(|| {
+                    format!("reading the agent certificate from {}", tls_dir.display())
+                })?;
+            let agent = Agent::new(
+                gluster,
+                AgentConfig {
+                    advertise_address,
+                    volfile_server,
+                    mount_root,
+                    mounter: Mounter::default(),
+                    brick_roots,
+                },
+            );
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("listening on {listen}"))?;
+            tracing::info!(%listen, "serving");
+            gk_agent::serve(agent, listener, tls, shutdown_signal()).await?;
+            tracing::info!("stopped");
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+    tracing::info!("shutting down");
 }

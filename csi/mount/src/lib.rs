@@ -199,6 +199,34 @@ impl Mounter {
     }
 }
 
+/// Bind-mounts `source` on `target`, read-only if asked (a second remount step, as the
+/// kernel ignores MS_RDONLY on the first bind).
+pub fn bind(source: &Path, target: &Path, readonly: bool) -> Result<(), MountError> {
+    use nix::mount::{mount, MsFlags};
+    let fail = |e: nix::Error| MountError::Mount {
+        source_spec: source.display().to_string(),
+        target: target.to_path_buf(),
+        message: e.to_string(),
+        log_file: PathBuf::new(),
+    };
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(fail)?;
+    if readonly {
+        let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+        if let Err(e) = mount(None::<&str>, target, None::<&str>, flags, None::<&str>) {
+            let _ = nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH);
+            return Err(fail(e));
+        }
+    }
+    Ok(())
+}
+
 /// Unmounts `target`. Nothing mounted there, or no such path, counts as success.
 pub fn unmount(target: &Path) -> Result<(), MountError> {
     if !target.exists() || !is_mounted(target)? {

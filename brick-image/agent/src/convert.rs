@@ -1,0 +1,121 @@
+//! Gluster's typed answers into the agent's protobuf messages.
+
+use gk_gluster::{
+    BrickHeal, Peer, QuotaEntry, RebalanceStatus, Volume, VolumeLayout, VolumeStatus,
+};
+
+use crate::proto;
+
+pub fn peer(p: &Peer) -> proto::Peer {
+    proto::Peer {
+        uuid: p.uuid.clone(),
+        hostname: p.hostname.clone(),
+        connected: p.connected,
+        state: p.state.clone(),
+    }
+}
+
+pub fn volume(v: &Volume) -> proto::Volume {
+    proto::Volume {
+        name: v.name.clone(),
+        id: v.id.clone(),
+        status: v.status.clone(),
+        r#type: v.type_name.clone(),
+        replica_count: v.replica_count,
+        arbiter_count: v.arbiter_count,
+        disperse_count: v.disperse_count,
+        redundancy_count: v.redundancy_count,
+        bricks: v.bricks.iter().map(|b| b.brick.to_string()).collect(),
+        options: v.options.clone().into_iter().collect(),
+    }
+}
+
+/// The layout an existing volume was created with, for adding bricks in whole sets.
+pub fn layout_of(v: &Volume) -> VolumeLayout {
+    if v.disperse_count > 0 {
+        VolumeLayout::Disperse {
+            data: v.disperse_count - v.redundancy_count,
+            redundancy: v.redundancy_count,
+        }
+    } else if v.arbiter_count > 0 {
+        VolumeLayout::Arbiter
+    } else if v.replica_count > 1 {
+        VolumeLayout::Replicate {
+            replica: v.replica_count,
+        }
+    } else {
+        VolumeLayout::Distribute
+    }
+}
+
+pub fn volume_status(s: &VolumeStatus) -> proto::VolumeStatusResponse {
+    proto::VolumeStatusResponse {
+        bricks: s
+            .bricks
+            .iter()
+            .map(|b| proto::BrickStatus {
+                brick: b.brick.to_string(),
+                online: b.online,
+                port: b.port.map(u32::from).unwrap_or_default(),
+                pid: b.pid.unwrap_or_default(),
+                size_total_bytes: b.size_total.unwrap_or_default(),
+                size_free_bytes: b.size_free.unwrap_or_default(),
+                inodes_total: b.inodes_total.unwrap_or_default(),
+                inodes_free: b.inodes_free.unwrap_or_default(),
+            })
+            .collect(),
+    }
+}
+
+pub fn heal(bricks: &[BrickHeal]) -> proto::HealInfoResponse {
+    let bricks: Vec<proto::BrickHeal> = bricks
+        .iter()
+        .map(|b| proto::BrickHeal {
+            brick: b.brick.to_string(),
+            connected: b.connected,
+            pending: b.pending.unwrap_or_default(),
+            split_brain: b.split_brain.unwrap_or_default(),
+            possibly_healing: b.possibly_healing.unwrap_or_default(),
+        })
+        .collect();
+    proto::HealInfoResponse {
+        pending_total: bricks.iter().map(|b| b.pending).sum(),
+        split_brain_total: bricks.iter().map(|b| b.split_brain).sum(),
+        bricks,
+    }
+}
+
+pub fn quota(q: &QuotaEntry) -> proto::QuotaEntry {
+    proto::QuotaEntry {
+        path: q.path.clone(),
+        hard_limit_bytes: q.hard_limit_bytes,
+        used_bytes: q.used_bytes,
+        available_bytes: q.available_bytes,
+        soft_limit_exceeded: q.soft_limit_exceeded,
+        hard_limit_exceeded: q.hard_limit_exceeded,
+    }
+}
+
+/// Gluster's migration status, with a failure anywhere reported as failed.
+pub fn rebalance(s: &RebalanceStatus) -> proto::RebalanceStatusResponse {
+    proto::RebalanceStatusResponse {
+        status: if s.has_failed() {
+            "failed".into()
+        } else {
+            s.aggregate.status.clone()
+        },
+        nodes: s
+            .nodes
+            .iter()
+            .map(|n| proto::RebalanceNode {
+                host: n.host.clone(),
+                files: n.progress.files,
+                size_bytes: n.progress.size_bytes,
+                failures: n.progress.failures,
+                skipped: n.progress.skipped,
+                status: n.progress.status.clone(),
+                run_time_secs: n.progress.run_time.as_secs_f64(),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,795 @@
+//! The BrickAgent gRPC service over one node's glusterd.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use gk_gluster::{Brick, CommandRunner, Gluster, GlusterError, Volume};
+use gk_mount::{self as mount, MountSource, Mounter};
+use tonic::{Request, Response, Status};
+
+use crate::convert;
+use crate::locks::VolumeLocks;
+use crate::proto::brick_agent_server::BrickAgent;
+use crate::proto::*;
+use crate::spec::{self, DesiredVolume};
+use crate::AgentError;
+
+type Reply<T> = Result<Response<T>, Status>;
+
+/// Where the agent keeps its own mounts and which brick directories it may release.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The address this node has in the trusted pool, reported by Health so the operator
+    /// can probe it and place bricks on it.
+    pub advertise_address: String,
+    /// Address of this node's glusterd, used as the volfile server of the agent's own mounts.
+    pub volfile_server: String,
+    /// Directory under which the agent FUSE-mounts volumes to create subdirectories.
+    pub mount_root: PathBuf,
+    /// How to run mount (a wrapper such as nsenter in tests; plain mount in production).
+    pub mounter: Mounter,
+    /// Brick directories may be released only below these roots.
+    pub brick_roots: Vec<PathBuf>,
+}
+
+pub struct Agent<R> {
+    gluster: Gluster<R>,
+    config: AgentConfig,
+    locks: VolumeLocks,
+}
+
+impl<R: CommandRunner + 'static> Agent<R> {
+    pub fn new(gluster: Gluster<R>, config: AgentConfig) -> Self {
+        Self {
+            gluster,
+            config,
+            locks: VolumeLocks::default(),
+        }
+    }
+
+    async fn info(&self, name: &str) -> Result<Volume, AgentError> {
+        self.gluster
+            .volume_info(name)
+            .await?
+            .ok_or_else(|| AgentError::NotFound(format!("volume {name}")))
+    }
+
+    async fn volume_reply(&self, name: &str) -> Reply<VolumeResponse> {
+        let v = self.info(name).await?;
+        Ok(Response::new(VolumeResponse {
+            volume: Some(convert::volume(&v)),
+        }))
+    }
+
+    async fn create(&self, want: &DesiredVolume, start: bool) -> Result<Volume, AgentError> {
+        if let Some(existing) = self.gluster.volume_info(&want.name).await? {
+            want.matches(&existing).map_err(AgentError::Conflict)?;
+            tracing::info!(volume = %want.name, "volume exists as requested");
+            self.converge(want, &existing, start).await?;
+            return self.info(&want.name).await;
+        }
+        self.gluster
+            .volume_create(&want.name, want.layout, &want.bricks, want.force)
+            .await?;
+        let created = self.info(&want.name).await?;
+        if let Err(e) = self.converge(want, &created, start).await {
+            tracing::warn!(volume = %want.name, error = %e, "create failed half way; rolling back");
+            self.roll_back(&created).await;
+            return Err(e);
+        }
+        self.info(&want.name).await
+    }
+
+    /// Options set, then started if asked: the steps after `volume create`.
+    async fn converge(
+        &self,
+        want: &DesiredVolume,
+        have: &Volume,
+        start: bool,
+    ) -> Result<(), AgentError> {
+        for (k, v) in &want.options {
+            if have.options.get(k) != Some(v) {
+                self.gluster.volume_set(&want.name, k, v).await?;
+            }
+        }
+        if start && !have.is_started() {
+            self.gluster.volume_start(&want.name).await?;
+        }
+        Ok(())
+    }
+
+    /// Removes a volume this call created and frees its bricks on this node, so that a
+    /// retry starts clean. Bricks on other nodes are freed through their own agents.
+    async fn roll_back(&self, v: &Volume) {
+        if v.is_started()
+            || self
+                .gluster
+                .volume_info(&v.name)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|v| v.is_started())
+        {
+            if let Err(e) = self.gluster.volume_stop(&v.name, true).await {
+                tracing::warn!(volume = %v.name, error = %e, "rollback: stop failed");
+            }
+        }
+        if let Err(e) = self.gluster.volume_delete(&v.name).await {
+            tracing::warn!(volume = %v.name, error = %e, "rollback: delete failed");
+            return;
+        }
+        for path in self.local_brick_paths(v).await {
+            if let Err(e) = self.release(&path).await {
+                tracing::warn!(brick = %path.display(), error = %e, "rollback: brick not released");
+            }
+        }
+    }
+
+    /// Bricks of `v` on this node: those whose host UUID is not one of our peers'.
+    async fn local_brick_paths(&self, v: &Volume) -> Vec<PathBuf> {
+        let Ok(peers) = self.gluster.peer_status().await else {
+            return Vec::new();
+        };
+        v.bricks
+            .iter()
+            .filter(|b| !peers.iter().any(|p| p.uuid == b.host_uuid))
+            .map(|b| PathBuf::from(&b.brick.path))
+            .collect()
+    }
+
+    async fn release(&self, path: &Path) -> Result<bool, AgentError> {
+        let inside_root = self
+            .config
+            .brick_roots
+            .iter()
+            .any(|root| path.starts_with(root) && path != root);
+        if !path.is_absolute() || !inside_root || path.components().any(|c| c.as_os_str() == "..") {
+            return Err(AgentError::invalid(
+                "path",
+                format!(
+                    "{} is not a directory below a brick root {:?}",
+                    path.display(),
+                    self.config.brick_roots
+                ),
+            ));
+        }
+        if !path.exists() {
+            return Ok(false);
+        }
+        if let Some(id) = brick_volume_id(path)? {
+            for v in self.gluster.volume_info_all().await? {
+                if v.id == id {
+                    return Err(AgentError::Precondition(format!(
+                        "{} is a brick of volume {}; delete the volume first",
+                        path.display(),
+                        v.name
+                    )));
+                }
+            }
+        }
+        std::fs::remove_dir_all(path)
+            .map_err(AgentError::io(format!("removing {}", path.display())))?;
+        Ok(true)
+    }
+
+    /// The volume's usage limits; none while quota is off.
+    async fn quotas(&self, volume: &str) -> Result<Vec<gk_gluster::QuotaEntry>, AgentError> {
+        match self.gluster.quota_list(volume).await {
+            Err(GlusterError::Command { message, .. })
+                if message.starts_with("Quota is disabled") =>
+            {
+                Ok(Vec::new())
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// The agent's own FUSE mount of `volume`, made on first use.
+    async fn management_mount(&self, volume: &str) -> Result<PathBuf, AgentError> {
+        let target = self.config.mount_root.join(volume);
+        if mount::is_mounted(&target)? {
+            return Ok(target);
+        }
+        std::fs::create_dir_all(&target)
+            .map_err(AgentError::io(format!("creating {}", target.display())))?;
+        let log = self.config.mount_root.join(format!("{volume}.log"));
+        let source = MountSource {
+            servers: vec![self.config.volfile_server.clone()],
+            volume: volume.to_string(),
+            subdir: None,
+        };
+        self.config
+            .mounter
+            .mount(&source, &target, &log, &[])
+            .await?;
+        Ok(target)
+    }
+}
+
+/// The volume UUID gluster stamps on a brick root, if any.
+fn brick_volume_id(path: &Path) -> Result<Option<String>, AgentError> {
+    let mut buf = [0u8; 16];
+    match rustix::fs::getxattr(path, "trusted.glusterfs.volume-id", &mut buf) {
+        Ok(16) => {
+            let h: String = buf.iter().map(|b| format!("{b:02x}")).collect();
+            Ok(Some(format!(
+                "{}-{}-{}-{}-{}",
+                &h[0..8],
+                &h[8..12],
+                &h[12..16],
+                &h[16..20],
+                &h[20..32]
+            )))
+        }
+        Ok(_) => Ok(None),
+        Err(rustix::io::Errno::NODATA) => Ok(None),
+        Err(e) => Err(AgentError::Io {
+            what: format!("reading the volume id of {}", path.display()),
+            source: e.into(),
+        }),
+    }
+}
+
+/// Path inside a volume for subdirectory volumes: absolute, plain names only.
+fn subdir_path(field: &str, path: &str) -> Result<String, AgentError> {
+    let ok = path.starts_with('/')
+        && path.len() > 1
+        && path.len() <= 1024
+        && path[1..]
+            .split('/')
+            .all(|p| !p.is_empty() && p != "." && p != "..")
+        && path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+    if ok {
+        Ok(path.to_string())
+    } else {
+        Err(AgentError::invalid(
+            field,
+            format!("{path:?} must be an absolute path of plain names, like /pvc-1234"),
+        ))
+    }
+}
+
+fn log_rpc(rpc: &str, volume: &str) {
+    tracing::info!(rpc, volume, "request");
+}
+
+#[tonic::async_trait]
+impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
+    async fn health(&self, _: Request<HealthRequest>) -> Reply<HealthResponse> {
+        tracing::debug!(rpc = "Health", "request");
+        let h = crate::health(&self.gluster)
+            .await
+            .map_err(AgentError::from)?;
+        Ok(Response::new(HealthResponse {
+            agent_version: env!("CARGO_PKG_VERSION").into(),
+            gluster_version: h.version,
+            peers: h.peers as u32,
+            peers_connected: h.peers_connected as u32,
+            address: self.config.advertise_address.clone(),
+            brick_root: self
+                .config
+                .brick_roots
+                .first()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        }))
+    }
+
+    async fn peer_probe(&self, req: Request<PeerRequest>) -> Reply<PeerStatusResponse> {
+        let host = req.into_inner().host;
+        log_rpc("PeerProbe", "");
+        Brick::new(&host, "/x").map_err(|e| AgentError::invalid("host", e.to_string()))?;
+        let peers = self.gluster.peer_status().await.map_err(AgentError::from)?;
+        if !peers.iter().any(|p| p.hostname == host) {
+            self.gluster
+                .peer_probe(&host)
+                .await
+                .map_err(AgentError::from)?;
+        }
+        self.peer_status(Request::new(PeerStatusRequest {})).await
+    }
+
+    async fn peer_detach(&self, req: Request<PeerRequest>) -> Reply<PeerStatusResponse> {
+        let host = req.into_inner().host;
+        log_rpc("PeerDetach", "");
+        Brick::new(&host, "/x").map_err(|e| AgentError::invalid("host", e.to_string()))?;
+        let peers = self.gluster.peer_status().await.map_err(AgentError::from)?;
+        if peers.iter().any(|p| p.hostname == host) {
+            self.gluster
+                .peer_detach(&host)
+                .await
+                .map_err(AgentError::from)?;
+        }
+        self.peer_status(Request::new(PeerStatusRequest {})).await
+    }
+
+    async fn peer_status(&self, _: Request<PeerStatusRequest>) -> Reply<PeerStatusResponse> {
+        let peers = self.gluster.peer_status().await.map_err(AgentError::from)?;
+        Ok(Response::new(PeerStatusResponse {
+            peers: peers.iter().map(convert::peer).collect(),
+        }))
+    }
+
+    async fn volume_create(&self, req: Request<VolumeCreateRequest>) -> Reply<VolumeResponse> {
+        let req = req.into_inner();
+        let want = DesiredVolume::from_spec(req.spec.as_ref())?;
+        log_rpc("VolumeCreate", &want.name);
+        let _guard = self.locks.lock(&want.name).await;
+        let v = self.create(&want, req.start).await?;
+        Ok(Response::new(VolumeResponse {
+            volume: Some(convert::volume(&v)),
+        }))
+    }
+
+    async fn volume_start(&self, req: Request<VolumeStartRequest>) -> Reply<VolumeResponse> {
+        let req = req.into_inner();
+        let name = spec::volume_name("name", &req.name)?;
+        log_rpc("VolumeStart", &name);
+        let _guard = self.locks.lock(&name).await;
+        let v = self.info(&name).await?;
+        if req.force {
+            self.gluster
+                .volume_start_force(&name)
+                .await
+                .map_err(AgentError::from)?;
+        } else if !v.is_started() {
+            self.gluster
+                .volume_start(&name)
+                .await
+                .map_err(AgentError::from)?;
+        }
+        self.volume_reply(&name).await
+    }
+
+    async fn volume_stop(&self, req: Request<VolumeStopRequest>) -> Reply<VolumeResponse> {
+        let req = req.into_inner();
+        let name = spec::volume_name("name", &req.name)?;
+        log_rpc("VolumeStop", &name);
+        let _guard = self.locks.lock(&name).await;
+        if self.info(&name).await?.is_started() {
+            self.gluster
+                .volume_stop(&name, req.force)
+                .await
+                .map_err(AgentError::from)?;
+        }
+        self.volume_reply(&name).await
+    }
+
+    async fn volume_delete(&self, req: Request<VolumeRequest>) -> Reply<VolumeDeleteResponse> {
+        let name = spec::volume_name("name", &req.into_inner().name)?;
+        log_rpc("VolumeDelete", &name);
+        let _guard = self.locks.lock(&name).await;
+        let Some(v) = self
+            .gluster
+            .volume_info(&name)
+            .await
+            .map_err(AgentError::from)?
+        else {
+            return Ok(Response::new(VolumeDeleteResponse { deleted: false }));
+        };
+        if v.is_started() {
+            return Err(AgentError::Precondition(format!(
+                "volume {name} is started; stop it before deleting"
+            ))
+            .into());
+        }
+        let mount = self.config.mount_root.join(&name);
+        mount::unmount(&mount).map_err(AgentError::from)?;
+        self.gluster
+            .volume_delete(&name)
+            .await
+            .map_err(AgentError::from)?;
+        Ok(Response::new(VolumeDeleteResponse { deleted: true }))
+    }
+
+    async fn volume_info(&self, req: Request<VolumeRequest>) -> Reply<VolumeResponse> {
+        let name = spec::volume_name("name", &req.into_inner().name)?;
+        self.volume_reply(&name).await
+    }
+
+    async fn volume_list(&self, _: Request<VolumeListRequest>) -> Reply<VolumeListResponse> {
+        let names = self.gluster.volume_list().await.map_err(AgentError::from)?;
+        Ok(Response::new(VolumeListResponse { names }))
+    }
+
+    async fn volume_status(&self, req: Request<VolumeRequest>) -> Reply<VolumeStatusResponse> {
+        let name = spec::volume_name("name", &req.into_inner().name)?;
+        self.info(&name).await?;
+        let status = self
+            .gluster
+            .volume_status(&name)
+            .await
+            .map_err(AgentError::from)?;
+        Ok(Response::new(convert::volume_status(&status)))
+    }
+
+    async fn volume_set(&self, req: Request<VolumeSetRequest>) -> Reply<VolumeSetResponse> {
+        let req = req.into_inner();
+        let name = spec::volume_name("name", &req.name)?;
+        let options: BTreeMap<String, String> = req.options.into_iter().collect();
+        spec::options("options", &options)?;
+        log_rpc("VolumeSet", &name);
+        let _guard = self.locks.lock(&name).await;
+        let have = self.info(&name).await?;
+        let mut rejected = Vec::new();
+        for (k, v) in &options {
+            if have.options.get(k) == Some(v) {
+                continue;
+            }
+            match self.gluster.volume_set(&name, k, v).await {
+                Ok(()) => {}
+                Err(GlusterError::Command { message, .. }) => rejected.push(RejectedOption {
+                    key: k.clone(),
+                    value: v.clone(),
+                    reason: message,
+                }),
+                Err(e) => return Err(AgentError::from(e).into()),
+            }
+        }
+        for r in &rejected {
+            tracing::warn!(volume = %name, key = %r.key, reason = %r.reason, "option refused by gluster");
+        }
+        let v = self.info(&name).await?;
+        Ok(Response::new(VolumeSetResponse {
+            volume: Some(convert::volume(&v)),
+            rejected,
+        }))
+    }
+
+    async fn volume_reset(&self, req: Request<VolumeResetRequest>) -> Reply<VolumeResponse> {
+        let req = req.into_inner();
+        let name = spec::volume_name("name", &req.name)?;
+        spec::options("key", &BTreeMap::from([(req.key.clone(), "x".to_string())]))?;
+        log_rpc("VolumeReset", &name);
+        let _guard = self.locks.lock(&name).await;
+        if self.info(&name).await?.options.contains_key(&req.key) {
+            self.gluster
+                .volume_reset(&name, &req.key)
+                .await
+                .map_err(AgentError::from)?;
+        }
+        self.volume_reply(&name).await
+    }
+
+    async fn heal_info(&self, req: Request<VolumeRequest>) -> Reply<HealInfoResponse> {
+        let name = spec::volume_name("name", &req.into_inner().name)?;
+        self.info(&name).await?;
+        let heal = self
+            .gluster
+            .heal_info_summary(&name)
+            .await
+            .map_err(AgentError::from)?;
+        Ok(Response::new(convert::heal(&heal)))
+    }
+
+    async fn heal_start(&self, req: Request<VolumeRequest>) -> Reply<HealInfoResponse> {
+        let name = spec::volume_name("name", &req.into_inner().name)?;
+        log_rpc("HealStart", &name);
+        self.info(&name).await?;
+        self.gluster
+            .heal_start(&name)
+            .await
+            .map_err(AgentError::from)?;
+        let heal = self
+            .gluster
+            .heal_info_summary(&name)
+            .await
+            .map_err(AgentError::from)?;
+        Ok(Response::new(convert::heal(&heal)))
+    }
+
+    async fn subdir_create(&self, req: Request<SubdirCreateRequest>) -> Reply<SubdirResponse> {
+        let req = req.into_inner();
+        let volume = spec::volume_name("volume", &req.volume)?;
+        let path = subdir_path("path", &req.path)?;
+        if req.limit_bytes == 0 {
+            return Err(AgentError::invalid("limit_bytes", "must be more than 0").into());
+        }
+        log_rpc("SubdirCreate", &volume);
+        let _guard = self.locks.lock(&volume).await;
+        let v = self.info(&volume).await?;
+        if !v.is_started() {
+            return Err(AgentError::Precondition(format!("volume {volume} is not started")).into());
+        }
+        let quotas = self.quotas(&volume).await?;
+        if let Some(q) = quotas.iter().find(|q| q.path == path) {
+            if q.hard_limit_bytes != req.limit_bytes {
+                return Err(AgentError::Conflict(format!(
+                    "{path} on {volume} exists with a limit of {} bytes, not {}",
+                    q.hard_limit_bytes, req.limit_bytes
+                ))
+                .into());
+            }
+            return Ok(Response::new(SubdirResponse {
+                path,
+                limit_bytes: req.limit_bytes,
+            }));
+        }
+        let root = self.management_mount(&volume).await?;
+        let dir = root.join(&path[1..]);
+        std::fs::create_dir_all(&dir)
+            .map_err(AgentError::io(format!("creating {path} on {volume}")))?;
+        self.gluster
+            .quota_enable(&volume)
+            .await
+            .map_err(AgentError::from)?;
+        self.gluster
+            .quota_fast_timeouts(&volume)
+            .await
+            .map_err(AgentError::from)?;
+        self.gluster
+            .quota_limit_usage(&volume, &path, req.limit_bytes)
+            .await
+            .map_err(AgentError::from)?;
+        Ok(Response::new(SubdirResponse {
+            path,
+            limit_bytes: req.limit_bytes,
+        }))
+    }
+
+    async fn subdir_delete(
+        &self,
+        req: Request<SubdirDeleteRequest>,
+    ) -> Reply<SubdirDeleteResponse> {
+        let req = req.into_inner();
+        let volume = spec::volume_name("volume", &req.volume)?;
+        let path = subdir_path("path", &req.path)?;
+        log_rpc("SubdirDelete", &volume);
+        let _guard = self.locks.lock(&volume).await;
+        self.info(&volume).await?;
+        let root = self.management_mount(&volume).await?;
+        let dir = root.join(&path[1..]);
+        let quotas = self.quotas(&volume).await?;
+        if quotas.iter().any(|q| q.path == path) {
+            self.gluster
+                .quota_remove(&volume, &path)
+                .await
+                .map_err(AgentError::from)?;
+        }
+        if !dir.exists() {
+            return Ok(Response::new(SubdirDeleteResponse { deleted: false }));
+        }
+        std::fs::remove_dir_all(&dir)
+            .map_err(AgentError::io(format!("removing {path} on {volume}")))?;
+        Ok(Response::new(SubdirDeleteResponse { deleted: true }))
+    }
+
+    async fn subdir_expand(&self, req: Request<SubdirCreateRequest>) -> Reply<SubdirResponse> {
+        let req = req.into_inner();
+        let volume = spec::volume_name("volume", &req.volume)?;
+        let path = subdir_path("path", &req.path)?;
+        log_rpc("SubdirExpand", &volume);
+        let _guard = self.locks.lock(&volume).await;
+        self.info(&volume).await?;
+        let quotas = self.quotas(&volume).await?;
+        let current = quotas.iter().find(|q| q.path == path).ok_or_else(|| {
+            AgentError::NotFound(format!("subdirectory {path} with a limit on {volume}"))
+        })?;
+        if req.limit_bytes < current.hard_limit_bytes {
+            return Err(AgentError::Precondition(format!(
+                "{path} on {volume} has a limit of {} bytes; shrinking it to {} is not supported",
+                current.hard_limit_bytes, req.limit_bytes
+            ))
+            .into());
+        }
+        if req.limit_bytes > current.hard_limit_bytes {
+            self.gluster
+                .quota_limit_usage(&volume, &path, req.limit_bytes)
+                .await
+                .map_err(AgentError::from)?;
+        }
+        Ok(Response::new(SubdirResponse {
+            path,
+            limit_bytes: req.limit_bytes,
+        }))
+    }
+
+    async fn quota_list(&self, req: Request<VolumeRequest>) -> Reply<QuotaListResponse> {
+        let name = spec::volume_name("name", &req.into_inner().name)?;
+        self.info(&name).await?;
+        let entries = self.quotas(&name).await?;
+        Ok(Response::new(QuotaListResponse {
+            entries: entries.iter().map(convert::quota).collect(),
+        }))
+    }
+
+    async fn add_brick(&self, req: Request<AddBrickRequest>) -> Reply<VolumeResponse> {
+        let req = req.into_inner();
+        let name = spec::volume_name("name", &req.name)?;
+        let bricks = spec::bricks("bricks", &req.bricks)?;
+        log_rpc("AddBrick", &name);
+        let _guard = self.locks.lock(&name).await;
+        let v = self.info(&name).await?;
+        let present: Vec<&Brick> = v.bricks.iter().map(|b| &b.brick).collect();
+        let new: Vec<Brick> = bricks
+            .into_iter()
+            .filter(|b| !present.contains(&b))
+            .collect();
+        if !new.is_empty() {
+            let layout = convert::layout_of(&v);
+            self.gluster
+                .add_brick(&name, layout, &new, req.force)
+                .await
+                .map_err(AgentError::from)?;
+        }
+        self.volume_reply(&name).await
+    }
+
+    async fn remove_brick_start(
+        &self,
+        req: Request<RemoveBrickRequest>,
+    ) -> Reply<RebalanceStatusResponse> {
+        let req = req.into_inner();
+        let name = spec::volume_name("name", &req.name)?;
+        let bricks = spec::bricks("bricks", &req.bricks)?;
+        log_rpc("RemoveBrickStart", &name);
+        let _guard = self.locks.lock(&name).await;
+        self.info(&name).await?;
+        self.gluster
+            .remove_brick_start(&name, &bricks)
+            .await
+            .map_err(AgentError::from)?;
+        let st = self
+            .gluster
+            .remove_brick_status(&name, &bricks)
+            .await
+            .map_err(AgentError::from)?;
+        Ok(Response::new(convert::rebalance(&st)))
+    }
+
+    async fn remove_brick_status(
+        &self,
+        req: Request<RemoveBrickRequest>,
+    ) -> Reply<RebalanceStatusResponse> {
+        let req = req.into_inner();
+        let name = spec::volume_name("name", &req.name)?;
+        let bricks = spec::bricks("bricks", &req.bricks)?;
+        self.info(&name).await?;
+        let st = self
+            .gluster
+            .remove_brick_status(&name, &bricks)
+            .await
+            .map_err(AgentError::from)?;
+        Ok(Response::new(convert::rebalance(&st)))
+    }
+
+    async fn remove_brick_commit(&self, req: Request<RemoveBrickRequest>) -> Reply<VolumeResponse> {
+        let req = req.into_inner();
+        let name = spec::volume_name("name", &req.name)?;
+        let bricks = spec::bricks("bricks", &req.bricks)?;
+        log_rpc("RemoveBrickCommit", &name);
+        let _guard = self.locks.lock(&name).await;
+        let v = self.info(&name).await?;
+        if !bricks
+            .iter()
+            .any(|b| v.bricks.iter().any(|have| &have.brick == b))
+        {
+            return self.volume_reply(&name).await;
+        }
+        // Commit only once data has left the bricks: a commit before that loses files.
+        let st = self
+            .gluster
+            .remove_brick_status(&name, &bricks)
+            .await
+            .map_err(AgentError::from)?;
+        let done = convert::rebalance(&st);
+        if done.status != "completed" {
+            return Err(AgentError::Precondition(format!(
+                "data migration off the removed bricks is {}, not completed; commit would lose data",
+                done.status
+            ))
+            .into());
+        }
+        self.gluster
+            .remove_brick_commit(&name, &bricks)
+            .await
+            .map_err(AgentError::from)?;
+        self.volume_reply(&name).await
+    }
+
+    async fn replace_brick(&self, req: Request<ReplaceBrickRequest>) -> Reply<VolumeResponse> {
+        let req = req.into_inner();
+        let name = spec::volume_name("name", &req.name)?;
+        let old = Brick::parse(&req.old_brick)
+            .map_err(|e| AgentError::invalid("old_brick", e.to_string()))?;
+        let new = Brick::parse(&req.new_brick)
+            .map_err(|e| AgentError::invalid("new_brick", e.to_string()))?;
+        log_rpc("ReplaceBrick", &name);
+        let _guard = self.locks.lock(&name).await;
+        let v = self.info(&name).await?;
+        let has = |b: &Brick| v.bricks.iter().any(|have| &have.brick == b);
+        match (has(&old), has(&new)) {
+            (false, true) => {}
+            (true, false) => {
+                self.gluster
+                    .replace_brick_commit_force(&name, &old, &new)
+                    .await
+                    .map_err(AgentError::from)?;
+            }
+            (true, true) => {
+                return Err(AgentError::invalid(
+                    "new_brick",
+                    format!("{new} is already a brick of {name}"),
+                )
+                .into())
+            }
+            (false, false) => {
+                return Err(AgentError::invalid(
+                    "old_brick",
+                    format!("{old} is not a brick of {name}"),
+                )
+                .into())
+            }
+        }
+        self.volume_reply(&name).await
+    }
+
+    async fn rebalance_start(&self, req: Request<VolumeRequest>) -> Reply<RebalanceStatusResponse> {
+        let name = spec::volume_name("name", &req.into_inner().name)?;
+        log_rpc("RebalanceStart", &name);
+        let _guard = self.locks.lock(&name).await;
+        self.info(&name).await?;
+        let running = self
+            .gluster
+            .rebalance_status(&name)
+            .await
+            .map(|s| convert::rebalance(&s).status == "in progress")
+            .unwrap_or(false);
+        if !running {
+            self.gluster
+                .rebalance_start(&name)
+                .await
+                .map_err(AgentError::from)?;
+        }
+        let st = self
+            .gluster
+            .rebalance_status(&name)
+            .await
+            .map_err(AgentError::from)?;
+        Ok(Response::new(convert::rebalance(&st)))
+    }
+
+    async fn rebalance_status(
+        &self,
+        req: Request<VolumeRequest>,
+    ) -> Reply<RebalanceStatusResponse> {
+        let name = spec::volume_name("name", &req.into_inner().name)?;
+        self.info(&name).await?;
+        let st = self
+            .gluster
+            .rebalance_status(&name)
+            .await
+            .map_err(AgentError::from)?;
+        Ok(Response::new(convert::rebalance(&st)))
+    }
+
+    async fn brick_release(
+        &self,
+        req: Request<BrickReleaseRequest>,
+    ) -> Reply<BrickReleaseResponse> {
+        let path = PathBuf::from(req.into_inner().path);
+        log_rpc("BrickRelease", "");
+        tracing::info!(path = %path.display(), "releasing brick directory");
+        let released = self.release(&path).await?;
+        Ok(Response::new(BrickReleaseResponse { released }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subdir_paths() {
+        assert_eq!(subdir_path("path", "/pvc-1").unwrap(), "/pvc-1");
+        assert_eq!(subdir_path("path", "/a/b_c.d").unwrap(), "/a/b_c.d");
+        for bad in ["", "/", "rel", "/a/../b", "/a//b", "/a b", "/a\n", "/./a"] {
+            match subdir_path("path", bad) {
+                Err(AgentError::Invalid { field, .. }) => assert_eq!(field, "path"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+}

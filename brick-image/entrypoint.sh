@@ -1,0 +1,54 @@
+#!/bin/sh
+# Brick pod entrypoint: prepares node-local storage, then runs glusterd and the brick agent.
+# If either exits, the pod exits and the kubelet restarts it.
+set -eu
+
+state=${GK_STATE_DIR:-/var/lib/glusterkube}
+device=${GK_DEVICE:-}
+
+log() { echo "gk-brick: $*" >&2; }
+
+if [ -n "$device" ]; then
+  [ -b "$device" ] || { log "GK_DEVICE=$device is not a block device"; exit 1; }
+  # Format only a device that holds no filesystem at all: never touch existing data.
+  if ! blkid -p "$device" >/dev/null 2>&1; then
+    log "formatting $device as XFS (512-byte inodes leave room for gluster's xattrs)"
+    mkfs.xfs -i size=512 "$device"
+  fi
+  fstype=$(blkid -p -s TYPE -o value "$device" || true)
+  [ "$fstype" = xfs ] || { log "$device holds a $fstype filesystem, not XFS; refusing to use it"; exit 1; }
+  mkdir -p "$state"
+  mountpoint -q "$state" || mount -t xfs -o inode64,noatime "$device" "$state"
+fi
+
+mkdir -p "$state/glusterd" "$state/log" "$state/bricks" "$state/mounts"
+# glusterd keeps its UUID and the pool's state in /var/lib/glusterd.
+for pair in "/var/lib/glusterd:$state/glusterd" "/var/log/glusterfs:$state/log"; do
+  link=${pair%%:*}; target=${pair#*:}
+  if [ ! -L "$link" ]; then
+    if [ -d "$link" ] && [ -z "$(ls -A "$target")" ]; then cp -a "$link/." "$target/"; fi
+    rm -rf "$link"
+    ln -s "$target" "$link"
+  fi
+done
+
+glusterd -N --log-file=- &
+glusterd_pid=$!
+gk-agent serve --brick-root "$state/bricks" --mount-root "$state/mounts" &
+agent_pid=$!
+
+stopping=0
+stop() { stopping=1; kill -TERM "$agent_pid" "$glusterd_pid" 2>/dev/null || true; }
+trap stop TERM INT
+
+# Exit as soon as either process ends (or on SIGTERM), then stop the other.
+while [ "$stopping" = 0 ] && kill -0 "$glusterd_pid" 2>/dev/null && kill -0 "$agent_pid" 2>/dev/null; do
+  sleep 1
+done
+[ "$stopping" = 1 ] && graceful=1 || graceful=0
+stop
+wait "$agent_pid" 2>/dev/null || true
+wait "$glusterd_pid" 2>/dev/null || true
+[ "$graceful" = 1 ] && exit 0
+log "glusterd or the agent stopped; exiting so the pod restarts"
+exit 1

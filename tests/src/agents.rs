@@ -1,0 +1,146 @@
+//! Brick agents for the nodes of a [`GlusterNet`], served in-process over mutual TLS on
+//! 127.0.0.1, each driving its own node's glusterd, with a test CA made by rcgen.
+
+use std::net::SocketAddr;
+
+use gk_agent::proto::brick_agent_client::BrickAgentClient;
+use gk_agent::{tls, Agent, AgentConfig};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair,
+};
+use tokio::sync::oneshot;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::gluster_net::GlusterNet;
+use crate::EnvError;
+
+/// A PEM certificate with its key.
+#[derive(Debug, Clone)]
+pub struct Pem {
+    pub cert: String,
+    pub key: String,
+}
+
+/// A CA and certificates it signed.
+pub struct TestPki {
+    ca: CertifiedIssuer<'static, KeyPair>,
+}
+
+fn setup<E: std::fmt::Display>(e: E) -> EnvError {
+    EnvError::Setup(format!("test PKI: {e}"))
+}
+
+impl TestPki {
+    pub fn new(name: &str) -> Result<Self, EnvError> {
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(setup)?;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().map_err(setup)?)
+            .map_err(setup)?;
+        Ok(Self { ca })
+    }
+
+    pub fn ca_pem(&self) -> String {
+        self.ca.pem()
+    }
+
+    /// A leaf certificate for `names` (DNS names or IP addresses) with the given usage.
+    pub fn issue(&self, cn: &str, names: &[&str], server: bool) -> Result<Pem, EnvError> {
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        let mut params = CertificateParams::new(names).map_err(setup)?;
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.extended_key_usages = vec![if server {
+            ExtendedKeyUsagePurpose::ServerAuth
+        } else {
+            ExtendedKeyUsagePurpose::ClientAuth
+        }];
+        let key = KeyPair::generate().map_err(setup)?;
+        let cert = params.signed_by(&key, &self.ca).map_err(setup)?;
+        Ok(Pem {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        })
+    }
+}
+
+/// One agent per node; dropping this stops them.
+pub struct AgentSet {
+    pub pki: TestPki,
+    pub addrs: Vec<SocketAddr>,
+    client: Pem,
+    _stop: Vec<oneshot::Sender<()>>,
+}
+
+/// The name the agents' serving certificate carries.
+pub const SERVER_NAME: &str = "localhost";
+
+impl AgentSet {
+    pub async fn start(net: &GlusterNet) -> Result<Self, EnvError> {
+        let pki = TestPki::new("glusterkube-test-ca")?;
+        let server = pki.issue("agent", &[SERVER_NAME, "127.0.0.1"], true)?;
+        let client = pki.issue("operator", &[], false)?;
+        let mut addrs = Vec::new();
+        let mut stops = Vec::new();
+        for (i, node) in net.nodes().iter().enumerate() {
+            let config = AgentConfig {
+                advertise_address: node.address.clone(),
+                volfile_server: node.address.clone(),
+                mount_root: net.scratch_dir(&format!("agent-mounts-n{}", i + 1))?,
+                mounter: net.client_mounter(),
+                brick_roots: vec![node.brick_root()],
+            };
+            let agent = Agent::new(net.gluster(i), config);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            addrs.push(listener.local_addr()?);
+            let tls = tls::server_config(
+                pki.ca_pem().as_bytes(),
+                server.cert.as_bytes(),
+                server.key.as_bytes(),
+            );
+            let (tx, rx) = oneshot::channel::<()>();
+            stops.push(tx);
+            tokio::spawn(async move {
+                let stopped = async {
+                    let _ = rx.await;
+                };
+                if let Err(e) = gk_agent::serve(agent, listener, tls, stopped).await {
+                    tracing::error!(error = %e, "test agent stopped");
+                }
+            });
+        }
+        Ok(Self {
+            pki,
+            addrs,
+            client,
+            _stop: stops,
+        })
+    }
+
+    /// A client of node `i`'s agent with the operator's certificate.
+    pub async fn client(&self, i: usize) -> Result<BrickAgentClient<Channel>, EnvError> {
+        self.client_with(i, Some(&self.client), &self.pki.ca_pem())
+            .await
+    }
+
+    /// A client with any (or no) client certificate, trusting `ca_pem` for the server.
+    pub async fn client_with(
+        &self,
+        i: usize,
+        identity: Option<&Pem>,
+        ca_pem: &str,
+    ) -> Result<BrickAgentClient<Channel>, EnvError> {
+        let mut tls = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(ca_pem))
+            .domain_name(SERVER_NAME);
+        if let Some(id) = identity {
+            tls = tls.identity(tonic::transport::Identity::from_pem(&id.cert, &id.key));
+        }
+        let channel = Endpoint::from_shared(format!("https://{}", self.addrs[i]))
+            .map_err(|e| EnvError::Setup(e.to_string()))?
+            .tls_config(tls)
+            .map_err(|e| EnvError::Setup(e.to_string()))?
+            .connect_lazy();
+        Ok(BrickAgentClient::new(channel))
+    }
+}

@@ -1,0 +1,739 @@
+//! The brick agent over mutual TLS, driving three real glusterd nodes: pool formation, every
+//! volume type, the seed-000 option list, quota'd subdirectories, seed 001's degraded run with
+//! heal, idempotence, rollback of a half-done create, and refusal of bad requests.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use gk_agent::proto::brick_agent_client::BrickAgentClient;
+use gk_agent::proto::*;
+use gk_mount::{self as mount, MountSource};
+use gk_testenv::agents::AgentSet;
+use gk_testenv::gluster_net::GlusterNet;
+use sha2::{Digest, Sha256};
+use tonic::transport::Channel;
+use tonic::Code;
+
+type Client = BrickAgentClient<Channel>;
+
+/// Seed 000's "high performance mode" list, as its author ran it.
+const SEED_000_OPTIONS: &[(&str, &str)] = &[
+    ("client.event-threads", "8"),
+    ("server.event-threads", "8"),
+    ("cluster.shd-max-threads", "8"),
+    ("performance.read-ahead-page-count", "16"),
+    ("performance.client-io-threads", "on"),
+    ("performance.quick-read", "off"),
+    ("performance.parallel-readdir", "on"),
+    ("performance.io-thread-count", "32"),
+    ("performance.cache-size", "1GB"),
+    ("performance.cache-invalidation", "on"),
+    ("performance.md-cache-timeout", "600"),
+    ("performance.stat-prefetch", "on"),
+    ("server.allow-insecure", "on"),
+    ("network.inode-lru-limit", "200000"),
+    ("features.shard-block-size", "128MB"),
+    ("features.shard", "on"),
+    ("features.cache-invalidation-timeout", "600"),
+    ("storage.fips-mode-rchecksum", "on"),
+];
+
+fn data(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+fn sha_file(path: &Path) -> String {
+    format!(
+        "{:x}",
+        Sha256::digest(std::fs::read(path).unwrap_or_else(|e| panic!("{path:?}: {e}")))
+    )
+}
+
+fn bricks(net: &GlusterNet, name: &str, per_node: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for k in 0..per_node {
+        for n in net.nodes() {
+            out.push(format!(
+                "{}:{}/{name}-{k}",
+                n.address,
+                n.brick_root().display()
+            ));
+        }
+    }
+    out
+}
+
+fn spec(name: &str, ty: VolumeType, bricks: Vec<String>) -> VolumeSpec {
+    VolumeSpec {
+        name: name.into(),
+        r#type: ty as i32,
+        replica: if ty == VolumeType::Replicate { 3 } else { 0 },
+        disperse_data: if ty == VolumeType::Disperse { 2 } else { 0 },
+        disperse_redundancy: if ty == VolumeType::Disperse { 1 } else { 0 },
+        bricks,
+        options: HashMap::new(),
+        force: false,
+    }
+}
+
+async fn create(c: &mut Client, spec: VolumeSpec) -> Result<Volume, tonic::Status> {
+    c.volume_create(VolumeCreateRequest {
+        spec: Some(spec),
+        start: true,
+    })
+    .await
+    .map(|r| r.into_inner().volume.expect("a volume in the reply"))
+}
+
+fn code_and_message(r: Result<impl std::fmt::Debug, tonic::Status>) -> (Code, String) {
+    let s = r.expect_err("the call should have failed");
+    (s.code(), s.message().to_string())
+}
+
+async fn pool(agents: &AgentSet, net: &GlusterNet) {
+    let mut c0 = agents.client(0).await.unwrap();
+    for n in &net.nodes()[1..] {
+        c0.peer_probe(PeerRequest {
+            host: n.address.clone(),
+        })
+        .await
+        .unwrap();
+        // Probing again is a no-op, not an error.
+        c0.peer_probe(PeerRequest {
+            host: n.address.clone(),
+        })
+        .await
+        .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for i in 0..net.nodes().len() {
+        let mut c = agents.client(i).await.unwrap();
+        loop {
+            let h = c.health(HealthRequest {}).await.unwrap().into_inner();
+            if h.peers == 2 && h.peers_connected == 2 {
+                assert!(h.gluster_version.starts_with("glusterfs "), "{h:?}");
+                assert_eq!(h.address, net.nodes()[i].address);
+                assert_eq!(
+                    h.brick_root,
+                    net.nodes()[i].brick_root().display().to_string()
+                );
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {i} never saw the pool: {h:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn agent_manages_three_real_glusterd_nodes_over_mtls() {
+    let net = GlusterNet::start(3).unwrap();
+    let agents = AgentSet::start(&net).await.unwrap();
+
+    mtls_is_required(&agents).await;
+    pool(&agents, &net).await;
+    let mut c = agents.client(1).await.unwrap();
+
+    // Every volume type, created and started through the agent.
+    let cases = [
+        ("r3", VolumeType::Replicate, 1, "Replicate"),
+        ("arb", VolumeType::Arbiter, 1, "Replicate"),
+        ("ec", VolumeType::Disperse, 1, "Disperse"),
+        ("dist", VolumeType::Distribute, 1, "Distribute"),
+        ("r3x2", VolumeType::Replicate, 2, "Distributed-Replicate"),
+    ];
+    for (name, ty, per_node, type_word) in cases {
+        let v = create(&mut c, spec(name, ty, bricks(&net, name, per_node)))
+            .await
+            .unwrap();
+        assert_eq!(
+            (v.status.as_str(), v.r#type.as_str()),
+            ("Started", type_word),
+            "{name}"
+        );
+        assert_eq!(v.bricks.len(), 3 * per_node, "{name}");
+        if ty == VolumeType::Arbiter {
+            assert_eq!((v.replica_count, v.arbiter_count), (3, 1));
+        }
+        // The same request again succeeds without change.
+        let again = create(&mut c, spec(name, ty, bricks(&net, name, per_node)))
+            .await
+            .unwrap();
+        assert_eq!(again.id, v.id, "{name} was recreated");
+    }
+    let listed = c
+        .volume_list(VolumeListRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .names;
+    for (name, ..) in cases {
+        assert!(listed.iter().any(|n| n == name), "{name} not in {listed:?}");
+    }
+
+    // A conflicting spec under an existing name is refused, not applied.
+    let (code, msg) = code_and_message(
+        create(
+            &mut c,
+            spec("r3", VolumeType::Replicate, bricks(&net, "other", 1)),
+        )
+        .await,
+    );
+    assert_eq!(code, Code::AlreadyExists, "{msg}");
+    assert!(msg.contains("exists with bricks"), "{msg}");
+
+    seed_000_profile(&mut c).await;
+    status_reports_bricks(&mut c).await;
+    bad_requests_name_the_field(&mut c, &net).await;
+    concurrent_creates_are_serialised(&agents, &net).await;
+    half_done_create_is_rolled_back(&agents, &net).await;
+    quota_subdirectory(&mut c, &net).await;
+    degraded_write_and_heal(&mut c, &net, "r3").await;
+    degraded_write_and_heal(&mut c, &net, "ec").await;
+}
+
+async fn mtls_is_required(agents: &AgentSet) {
+    let mut good = agents.client(0).await.unwrap();
+    good.health(HealthRequest {}).await.unwrap();
+
+    let mut anonymous = agents
+        .client_with(0, None, &agents.pki.ca_pem())
+        .await
+        .unwrap();
+    let err = anonymous.health(HealthRequest {}).await.unwrap_err();
+    assert_ne!(err.code(), Code::Ok);
+
+    let rogue = gk_testenv::agents::TestPki::new("rogue-ca").unwrap();
+    let rogue_id = rogue.issue("intruder", &[], false).unwrap();
+    let mut intruder = agents
+        .client_with(0, Some(&rogue_id), &agents.pki.ca_pem())
+        .await
+        .unwrap();
+    let err = intruder.health(HealthRequest {}).await.unwrap_err();
+    assert_ne!(
+        err.code(),
+        Code::Ok,
+        "a certificate from another CA was accepted"
+    );
+}
+
+async fn seed_000_profile(c: &mut Client) {
+    let options: HashMap<String, String> = SEED_000_OPTIONS
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let reply = c
+        .volume_set(VolumeSetRequest {
+            name: "dist".into(),
+            options: options.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let vol = reply.volume.unwrap();
+    // Every option is either in effect or reported with gluster's reason; none vanish.
+    for (k, v) in &options {
+        let applied = vol.options.get(k) == Some(v);
+        let rejected = reply.rejected.iter().find(|r| &r.key == k);
+        assert!(
+            applied ^ rejected.is_some(),
+            "{k}: applied={applied} rejected={rejected:?}"
+        );
+        if let Some(r) = rejected {
+            assert!(!r.reason.is_empty(), "{k} rejected without a reason");
+        }
+    }
+    eprintln!(
+        "seed 000 options: {} applied, {} rejected: {:?}",
+        options.len() - reply.rejected.len(),
+        reply.rejected.len(),
+        reply
+            .rejected
+            .iter()
+            .map(|r| format!("{}: {}", r.key, r.reason))
+            .collect::<Vec<_>>()
+    );
+    // Applying them again changes nothing and reports the same rejections.
+    let again = c
+        .volume_set(VolumeSetRequest {
+            name: "dist".into(),
+            options,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.rejected.len(), reply.rejected.len());
+    // Reset takes an option back to gluster's default.
+    let v = c
+        .volume_reset(VolumeResetRequest {
+            name: "dist".into(),
+            key: "performance.cache-size".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    assert!(!v.options.contains_key("performance.cache-size"));
+}
+
+async fn status_reports_bricks(c: &mut Client) {
+    let st = c
+        .volume_status(VolumeRequest { name: "r3".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(st.bricks.len(), 3);
+    for b in &st.bricks {
+        assert!(b.online && b.pid > 0 && b.port > 0, "{b:?}");
+        assert!(
+            b.size_total_bytes > 1 << 30 && b.size_free_bytes > 0,
+            "{b:?}"
+        );
+        assert!(b.inodes_total > 0, "{b:?}");
+    }
+}
+
+async fn bad_requests_name_the_field(c: &mut Client, net: &GlusterNet) {
+    let b = |n| bricks(net, "bad", n);
+    let mut unknown = spec("bad", VolumeType::Replicate, b(1));
+    unknown.r#type = 99;
+    let mut not_dividing = spec("bad", VolumeType::Replicate, b(1));
+    not_dividing.bricks.pop();
+    let mut ec_bad = spec("bad", VolumeType::Disperse, b(1));
+    ec_bad.disperse_data = 2;
+    ec_bad.disperse_redundancy = 2;
+    ec_bad.bricks = b(2)[..4].to_vec();
+    let mut no_path = spec("bad", VolumeType::Distribute, b(1));
+    no_path.bricks[1] = net.nodes()[1].address.clone();
+    let mut bad_name = spec("bad name", VolumeType::Distribute, b(1));
+    bad_name.bricks.truncate(1);
+    let cases = [
+        (unknown, "spec.type"),
+        (not_dividing, "spec.bricks"),
+        (ec_bad, "spec.disperse_redundancy"),
+        (no_path, "spec.bricks[1]"),
+        (bad_name, "spec.name"),
+    ];
+    for (s, field) in cases {
+        let (code, msg) = code_and_message(create(c, s).await);
+        assert_eq!(code, Code::InvalidArgument, "{msg}");
+        assert!(
+            msg.starts_with(&format!("invalid {field}:")),
+            "{field}: {msg}"
+        );
+    }
+    let (code, msg) = code_and_message(
+        c.volume_create(VolumeCreateRequest {
+            spec: None,
+            start: true,
+        })
+        .await,
+    );
+    assert_eq!(
+        (code, msg.starts_with("invalid spec:")),
+        (Code::InvalidArgument, true),
+        "{msg}"
+    );
+    let (code, msg) = code_and_message(
+        c.volume_info(VolumeRequest {
+            name: "nope".into(),
+        })
+        .await,
+    );
+    assert_eq!(code, Code::NotFound, "{msg}");
+    let (code, msg) = code_and_message(
+        c.subdir_create(SubdirCreateRequest {
+            volume: "r3".into(),
+            path: "../etc".into(),
+            limit_bytes: 1,
+        })
+        .await,
+    );
+    assert_eq!(
+        (code, msg.starts_with("invalid path:")),
+        (Code::InvalidArgument, true),
+        "{msg}"
+    );
+    let (code, msg) = code_and_message(c.peer_probe(PeerRequest { host: "a b".into() }).await);
+    assert_eq!(
+        (code, msg.starts_with("invalid host:")),
+        (Code::InvalidArgument, true),
+        "{msg}"
+    );
+    // Nothing of the refused requests reached gluster.
+    let names = c
+        .volume_list(VolumeListRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .names;
+    assert!(!names.iter().any(|n| n == "bad"), "{names:?}");
+}
+
+async fn concurrent_creates_are_serialised(agents: &AgentSet, net: &GlusterNet) {
+    let s = spec("race", VolumeType::Replicate, bricks(net, "race", 1));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let mut c = agents.client(0).await.unwrap();
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move { create(&mut c, s).await }));
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        ids.push(
+            t.await
+                .unwrap()
+                .expect("every concurrent identical create succeeds")
+                .id,
+        );
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "more than one volume was made: {ids:?}");
+}
+
+async fn half_done_create_is_rolled_back(agents: &AgentSet, net: &GlusterNet) {
+    let mut c = agents.client(0).await.unwrap();
+    let mut s = spec("half", VolumeType::Replicate, bricks(net, "half", 1));
+    s.options
+        .insert("performance.cache-size".into(), "banana".into());
+    let (code, msg) = code_and_message(create(&mut c, s.clone()).await);
+    assert_eq!(code, Code::FailedPrecondition, "{msg}");
+    assert!(msg.contains("banana"), "gluster's words are missing: {msg}");
+    let (code, _) = code_and_message(
+        c.volume_info(VolumeRequest {
+            name: "half".into(),
+        })
+        .await,
+    );
+    assert_eq!(code, Code::NotFound, "the failed volume was left behind");
+    // The creating agent freed its own brick; each other node frees its own through its agent.
+    for (i, node) in net.nodes().iter().enumerate() {
+        let path = node.brick_root().join("half-0");
+        let mut ci = agents.client(i).await.unwrap();
+        ci.brick_release(BrickReleaseRequest {
+            path: path.display().to_string(),
+        })
+        .await
+        .unwrap();
+        assert!(!path.exists(), "{path:?} still exists");
+    }
+    // So the same bricks take a new volume, without `force`.
+    s.options.clear();
+    create(&mut c, s)
+        .await
+        .expect("the retry on the released bricks");
+    // A brick that a live volume uses is never released.
+    let live = net.nodes()[0].brick_root().join("half-0");
+    let (code, msg) = code_and_message(
+        c.brick_release(BrickReleaseRequest {
+            path: live.display().to_string(),
+        })
+        .await,
+    );
+    assert_eq!(code, Code::FailedPrecondition, "{msg}");
+    assert!(live.exists());
+}
+
+async fn quota_subdirectory(c: &mut Client, net: &GlusterNet) {
+    const LIMIT: u64 = 10 << 20;
+    let req = SubdirCreateRequest {
+        volume: "r3".into(),
+        path: "/pvc-a".into(),
+        limit_bytes: LIMIT,
+    };
+    c.subdir_create(req.clone()).await.unwrap();
+    c.subdir_create(req.clone())
+        .await
+        .expect("the same subdirectory again");
+    let (code, msg) = code_and_message(
+        c.subdir_create(SubdirCreateRequest {
+            limit_bytes: 2 * LIMIT,
+            ..req.clone()
+        })
+        .await,
+    );
+    assert_eq!(code, Code::AlreadyExists, "{msg}");
+
+    // Expansion raises the limit and never lowers it.
+    let (code, msg) = code_and_message(
+        c.subdir_expand(SubdirCreateRequest {
+            limit_bytes: LIMIT / 2,
+            ..req.clone()
+        })
+        .await,
+    );
+    assert_eq!(code, Code::FailedPrecondition, "{msg}");
+    let (code, _) = code_and_message(
+        c.subdir_expand(SubdirCreateRequest {
+            path: "/pvc-none".into(),
+            ..req.clone()
+        })
+        .await,
+    );
+    assert_eq!(code, Code::NotFound);
+
+    let target = net.scratch_dir("pvc-a").unwrap();
+    let log = net.scratch_dir("logs").unwrap().join("pvc-a.log");
+    let source = MountSource {
+        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
+        volume: "r3".into(),
+        subdir: Some("pvc-a".into()),
+    };
+    net.client_mounter()
+        .mount(&source, &target, &log, &[])
+        .await
+        .unwrap();
+    let st = nix::sys::statvfs::statvfs(&target).unwrap();
+    let size = st.blocks() as u64 * st.fragment_size() as u64;
+    assert_eq!(
+        size, LIMIT,
+        "df on the subdirectory mount shows {size} bytes, not the limit"
+    );
+
+    let mut written = 0u64;
+    let err = {
+        let mut f = std::fs::File::create(target.join("fill")).unwrap();
+        let chunk = data(7, 1 << 20);
+        loop {
+            let r = f.write_all(&chunk).and_then(|_| f.sync_data());
+            match r {
+                Ok(()) => written += chunk.len() as u64,
+                Err(e) => break e,
+            }
+            assert!(
+                written <= 4 * LIMIT,
+                "wrote {written} bytes past a {LIMIT}-byte quota"
+            );
+        }
+    };
+    assert_eq!(err.raw_os_error(), Some(nix::libc::EDQUOT), "{err}");
+    eprintln!(
+        "quota: EDQUOT after {} MiB on a 10 MiB limit",
+        written >> 20
+    );
+    let listed = c
+        .quota_list(VolumeRequest { name: "r3".into() })
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    let entry = listed
+        .iter()
+        .find(|q| q.path == "/pvc-a")
+        .expect("quota entry");
+    assert!(
+        entry.used_bytes > 0 && entry.hard_limit_bytes == LIMIT,
+        "{entry:?}"
+    );
+
+    // Online expansion: the mounted directory grows, and writing goes on.
+    c.subdir_expand(SubdirCreateRequest {
+        limit_bytes: 3 * LIMIT,
+        ..req.clone()
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = nix::sys::statvfs::statvfs(&target).unwrap();
+        if st.blocks() as u64 * st.fragment_size() as u64 == 3 * LIMIT {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "df never showed the expanded limit"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(target.join("fill"))
+        .unwrap();
+    f.write_all(&data(8, 1 << 20))
+        .and_then(|_| f.sync_data())
+        .expect("writing after expansion");
+    drop(f);
+    mount::unmount(&target).unwrap();
+
+    let del = SubdirDeleteRequest {
+        volume: "r3".into(),
+        path: "/pvc-a".into(),
+    };
+    assert!(
+        c.subdir_delete(del.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .deleted
+    );
+    assert!(
+        !c.subdir_delete(del).await.unwrap().into_inner().deleted,
+        "second delete"
+    );
+    let listed = c
+        .quota_list(VolumeRequest { name: "r3".into() })
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    assert!(!listed.iter().any(|q| q.path == "/pvc-a"), "{listed:?}");
+}
+
+/// Seed 001: 100 × 1 MiB files with one brick killed half way, then heal to zero.
+async fn degraded_write_and_heal(c: &mut Client, net: &GlusterNet, volume: &str) {
+    let target = net.scratch_dir(&format!("degraded-{volume}")).unwrap();
+    let log = net
+        .scratch_dir("logs")
+        .unwrap()
+        .join(format!("degraded-{volume}.log"));
+    let source = MountSource {
+        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
+        volume: volume.into(),
+        subdir: None,
+    };
+    let mounter = net.client_mounter();
+    mounter.mount(&source, &target, &log, &[]).await.unwrap();
+    let dir = target.join("seed001");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut sums = Vec::new();
+    let mut write = |i: u64| {
+        let bytes = data(1000 + i, 1 << 20);
+        let path = dir.join(format!("f{i:03}"));
+        std::fs::write(&path, &bytes).unwrap_or_else(|e| panic!("{volume}: writing {path:?}: {e}"));
+        sums.push((path, format!("{:x}", Sha256::digest(&bytes))));
+    };
+    for i in 0..50 {
+        write(i);
+    }
+
+    // Kill the brick process on node 3.
+    let st = c
+        .volume_status(VolumeRequest {
+            name: volume.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let victim = st
+        .bricks
+        .iter()
+        .find(|b| b.brick.starts_with(&format!("{}:", net.nodes()[2].address)))
+        .expect("a brick on node 3")
+        .clone();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim.pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = c
+            .volume_status(VolumeRequest {
+                name: volume.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        if st
+            .bricks
+            .iter()
+            .any(|b| b.brick == victim.brick && !b.online)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{volume}: the killed brick still shows online"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Degraded: writing and reading go on without I/O errors.
+    for i in 50..100 {
+        write(i);
+    }
+    for (path, sum) in &sums {
+        assert_eq!(&sha_file(path), sum, "{volume}: {path:?} while degraded");
+    }
+    let heal = c
+        .heal_info(VolumeRequest {
+            name: volume.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        heal.pending_total > 0,
+        "{volume}: nothing pending while a brick was down: {heal:?}"
+    );
+    eprintln!(
+        "{volume}: {} entries pending heal while degraded",
+        heal.pending_total
+    );
+
+    // Bring the brick back, heal, and wait for zero pending.
+    c.volume_start(VolumeStartRequest {
+        name: volume.into(),
+        force: true,
+    })
+    .await
+    .unwrap();
+    let started = Instant::now();
+    loop {
+        let heal = c
+            .heal_start(VolumeRequest {
+                name: volume.into(),
+            })
+            .await;
+        let heal = match heal {
+            Ok(h) => h.into_inner(),
+            // Right after the restart the brick may not be connected to the heal daemon yet.
+            Err(s) if s.code() == Code::FailedPrecondition => HealInfoResponse {
+                pending_total: u64::MAX,
+                ..Default::default()
+            },
+            Err(s) => panic!("{volume}: heal: {s}"),
+        };
+        if heal.pending_total == 0
+            && heal.bricks.iter().all(|b| b.connected)
+            && heal.bricks.len() == 3
+        {
+            eprintln!("{volume}: healed in {:?}", started.elapsed());
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "{volume}: heal stuck: {heal:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+
+    // Every file intact through a fresh mount, and for replica 3 on the healed brick too.
+    mount::unmount(&target).unwrap();
+    mounter.mount(&source, &target, &log, &[]).await.unwrap();
+    for (path, sum) in &sums {
+        assert_eq!(&sha_file(path), sum, "{volume}: {path:?} after heal");
+    }
+    if volume == "r3" {
+        let brick_dir = PathBuf::from(victim.brick.split_once(':').unwrap().1).join("seed001");
+        for (path, sum) in &sums {
+            let on_brick = brick_dir.join(path.file_name().unwrap());
+            assert_eq!(&sha_file(&on_brick), sum, "healed brick copy {on_brick:?}");
+        }
+    }
+    mount::unmount(&target).unwrap();
+}
