@@ -1,5 +1,14 @@
-//! The glusterkube operator: custom resource types and, later, their reconcilers.
+//! The glusterkube operator: custom resource types and their reconcilers.
 
+pub mod agents;
+pub mod cluster;
+pub mod conditions;
+pub mod controller;
 pub mod crd;
+mod error;
+pub mod metrics;
 pub mod pki;
 pub mod plan;
+pub mod volume;
+
+pub use error::Error;

@@ -157,6 +157,8 @@ pub struct ProfileOption {
     pub key: &'static str,
     pub value: &'static str,
     pub reason: &'static str,
+    /// Only for volumes with redundancy (replicate, arbiter, disperse): self-heal options.
+    pub redundant_only: bool,
 }
 
 /// The Tuned profile. Seed 000's "high performance" list, applied whole, was slower than
@@ -169,42 +171,54 @@ pub const TUNED: &[ProfileOption] = &[
         value: "10",
         reason: "clients block all I/O for ping-timeout when a brick host vanishes without \
                  closing its connections; gluster's 42 s stalls pods for too long",
+        redundant_only: false,
     },
     ProfileOption {
         key: "cluster.shd-max-threads",
         value: "4",
         reason: "heals after a brick returns run with more parallelism, shortening the window \
                  with one copy missing (seed 000 used 8 on large nodes)",
+        redundant_only: true,
     },
     ProfileOption {
         key: "features.cache-invalidation",
         value: "on",
         reason: "brick-side upcalls tell clients when metadata changes, which makes the \
                  longer md-cache timeout below safe on RWX volumes shared by many pods",
+        redundant_only: false,
     },
     ProfileOption {
         key: "performance.cache-invalidation",
         value: "on",
         reason: "clients act on those upcalls (seed 000)",
+        redundant_only: false,
     },
     ProfileOption {
         key: "performance.md-cache-timeout",
         value: "600",
         reason: "stat and xattr answers are cached while invalidation keeps them correct, \
                  cutting lookups for metadata-heavy workloads (seed 000)",
+        redundant_only: false,
     },
     ProfileOption {
         key: "features.cache-invalidation-timeout",
         value: "600",
         reason: "bricks remember interested clients as long as they cache (seed 000)",
+        redundant_only: false,
     },
 ];
 
 /// The options a volume should carry: its profile, then its own options over them.
-pub fn options(profile: TuningProfile, own: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+pub fn options(
+    profile: TuningProfile,
+    layout: VolumeLayout,
+    own: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let redundant = layout != VolumeLayout::Distribute;
     let mut out: BTreeMap<String, String> = match profile {
         TuningProfile::Tuned => TUNED
             .iter()
+            .filter(|o| redundant || !o.redundant_only)
             .map(|o| (o.key.to_string(), o.value.to_string()))
             .collect(),
         TuningProfile::GlusterDefaults => BTreeMap::new(),
@@ -290,12 +304,24 @@ mod tests {
     }
 
     #[test]
+    fn the_profile_doc_lists_every_option() {
+        let doc = include_str!("../../docs/profiles.md");
+        for o in TUNED {
+            let row = format!("| `{}` | {} |", o.key, o.value);
+            assert!(doc.contains(&row), "docs/profiles.md lacks {row}");
+        }
+    }
+
+    #[test]
     fn own_options_override_the_profile() {
         let own = BTreeMap::from([("network.ping-timeout".to_string(), "20".to_string())]);
-        let o = options(TuningProfile::Tuned, &own);
+        let r3 = VolumeLayout::Replicate { replica: 3 };
+        let o = options(TuningProfile::Tuned, r3, &own);
         assert_eq!(o["network.ping-timeout"], "20");
         assert_eq!(o.len(), TUNED.len());
-        assert_eq!(options(TuningProfile::GlusterDefaults, &own).len(), 1);
+        let dist = options(TuningProfile::Tuned, VolumeLayout::Distribute, &own);
+        assert!(!dist.contains_key("cluster.shd-max-threads"));
+        assert_eq!(options(TuningProfile::GlusterDefaults, r3, &own).len(), 1);
         for opt in TUNED {
             assert!(opt.key.contains('.') && !opt.reason.is_empty());
         }

@@ -1,0 +1,696 @@
+//! GlusterCluster: brick StatefulSets pinned to nodes, a headless Service, a
+//! PodDisruptionBudget and the agent PKI; then the trusted pool, formed through the agents.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use gk_agent::proto::brick_agent_client::BrickAgentClient;
+use gk_agent::proto::{HealthRequest, PeerRequest};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::ByteString;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tonic::transport::Channel;
+
+use crate::agents::{self, AgentCredentials};
+use crate::conditions::{self, Desired};
+use crate::controller::{Context, MANAGER};
+use crate::crd::{GlusterCluster, GlusterClusterStatus, PeerStatus, StorageNode};
+use crate::pki::{self, Ca, CertKey, Usage};
+use crate::Error;
+
+pub const LABEL_CLUSTER: &str = "glusterkube.dev/cluster";
+pub const LABEL_NAME: &str = "app.kubernetes.io/name";
+pub const ANNOTATION_NODE: &str = "glusterkube.dev/node";
+pub const BRICK_POD_SELECTOR: &str = "app.kubernetes.io/name=glusterkube-brick";
+pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=glusterkube-operator";
+
+/// Where the agent TLS Secret is mounted in brick pods.
+pub const TLS_DIR: &str = "/etc/glusterkube/tls";
+pub const STATE_DIR: &str = "/var/lib/glusterkube";
+
+pub fn service_name(cluster: &str) -> String {
+    format!("{cluster}-bricks")
+}
+pub fn ca_secret(cluster: &str) -> String {
+    format!("{cluster}-agent-ca")
+}
+pub fn agent_tls_secret(cluster: &str) -> String {
+    format!("{cluster}-agent-tls")
+}
+pub fn operator_tls_secret(cluster: &str) -> String {
+    format!("{cluster}-operator-tls")
+}
+
+/// The StatefulSet of one node: `<cluster>-<node>`, made a DNS label ('.' becomes '-'), with
+/// a hash suffix when that changed the name or it would be too long, so names never collide.
+pub fn statefulset_name(cluster: &str, node: &str) -> String {
+    let plain = format!("{cluster}-{node}");
+    let label = plain.replace('.', "-");
+    if label == plain && label.len() <= 52 {
+        return label;
+    }
+    let hash = plain.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let keep = label.len().min(43);
+    format!(
+        "{}-{:08x}",
+        label[..keep].trim_end_matches('-'),
+        hash as u32
+    )
+}
+
+fn labels(cluster: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_NAME.into(), "glusterkube-brick".into()),
+        ("app.kubernetes.io/managed-by".into(), MANAGER.into()),
+        (LABEL_CLUSTER.into(), cluster.into()),
+    ])
+}
+
+fn owner(gc: &GlusterCluster) -> OwnerReference {
+    gc.controller_owner_ref(&())
+        .expect("a stored object has a name and uid")
+}
+
+fn meta(gc: &GlusterCluster, name: &str) -> serde_json::Value {
+    json!({
+        "name": name,
+        "namespace": gc.namespace(),
+        "labels": labels(&gc.name_any()),
+        "ownerReferences": [owner(gc)],
+    })
+}
+
+/// The headless Service that gives each brick pod a stable DNS name.
+pub fn build_service(gc: &GlusterCluster) -> Service {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": meta(gc, &service_name(&gc.name_any())),
+        "spec": {
+            "clusterIP": "None",
+            // Peers must resolve each other before they are ready: readiness needs the pool.
+            "publishNotReadyAddresses": true,
+            "selector": labels(&gc.name_any()),
+            "ports": [
+                {"name": "glusterd", "port": 24007},
+                {"name": "agent", "port": agents::AGENT_PORT},
+            ],
+        }
+    }))
+    .expect("a valid Service")
+}
+
+/// At most one brick pod of the cluster down at a time, so a drain never takes two bricks of
+/// one replica set together.
+pub fn build_pdb(gc: &GlusterCluster) -> PodDisruptionBudget {
+    serde_json::from_value(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": meta(gc, &service_name(&gc.name_any())),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels(&gc.name_any())}},
+    }))
+    .expect("a valid PodDisruptionBudget")
+}
+
+/// One StatefulSet per storage node: one replica, pinned to the node, with the node-local
+/// storage mounted so glusterd's state and the bricks survive pod restarts.
+pub fn build_statefulset(
+    gc: &GlusterCluster,
+    node: &StorageNode,
+    default_image: &str,
+) -> StatefulSet {
+    let cluster = gc.name_any();
+    let ns = gc.namespace().unwrap_or_default();
+    let name = statefulset_name(&cluster, &node.name);
+    let mut pod_labels = labels(&cluster);
+    pod_labels.insert("glusterkube.dev/brick-set".into(), name.clone());
+    let image = gc
+        .spec
+        .image
+        .clone()
+        .unwrap_or_else(|| default_image.to_string());
+    let mut env = vec![
+        json!({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}),
+        json!({"name": "GK_ADVERTISE_ADDRESS", "value": format!("$(POD_NAME).{}.{ns}.svc", service_name(&cluster))}),
+        json!({"name": "GK_AGENT_TLS_DIR", "value": TLS_DIR}),
+    ];
+    let mut mounts = vec![
+        json!({"name": "tls", "mountPath": TLS_DIR, "readOnly": true}),
+        json!({"name": "fuse", "mountPath": "/dev/fuse"}),
+    ];
+    let mut volumes = vec![
+        json!({"name": "tls", "secret": {"secretName": agent_tls_secret(&cluster), "defaultMode": 0o400}}),
+        json!({"name": "fuse", "hostPath": {"path": "/dev/fuse", "type": "CharDevice"}}),
+    ];
+    if let Some(dir) = &node.storage.directory {
+        mounts.push(json!({"name": "state", "mountPath": STATE_DIR}));
+        volumes
+            .push(json!({"name": "state", "hostPath": {"path": dir, "type": "DirectoryOrCreate"}}));
+    }
+    if let Some(dev) = &node.storage.device {
+        env.push(json!({"name": "GK_DEVICE", "value": dev}));
+        mounts.push(json!({"name": "device", "mountPath": dev}));
+        volumes.push(json!({"name": "device", "hostPath": {"path": dev, "type": "BlockDevice"}}));
+    }
+    let mut container = json!({
+        "name": "brick",
+        "image": image,
+        "env": env,
+        "ports": [
+            {"name": "glusterd", "containerPort": 24007},
+            {"name": "agent", "containerPort": agents::AGENT_PORT},
+        ],
+        "volumeMounts": mounts,
+        // trusted.* xattrs (gluster's metadata), XFS and FUSE mounts need CAP_SYS_ADMIN.
+        "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}, "allowPrivilegeEscalation": true},
+        "readinessProbe": {"tcpSocket": {"port": 24007}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": 24007}, "periodSeconds": 10, "failureThreshold": 6},
+    });
+    if let Some(r) = &gc.spec.resources {
+        container["resources"] = serde_json::to_value(r).expect("resources serialise");
+    }
+    let mut pod_spec = json!({
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node.name]}]}]
+        }}},
+        "automountServiceAccountToken": false,
+        "terminationGracePeriodSeconds": 30,
+        "containers": [container],
+        "volumes": volumes,
+    });
+    if !gc.spec.tolerations.is_empty() {
+        pod_spec["tolerations"] =
+            serde_json::to_value(&gc.spec.tolerations).expect("tolerations serialise");
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": meta(gc, &name),
+        "spec": {
+            "replicas": 1,
+            "serviceName": service_name(&cluster),
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {LABEL_CLUSTER: cluster, "glusterkube.dev/brick-set": name}},
+            "template": {
+                "metadata": {"labels": pod_labels, "annotations": {ANNOTATION_NODE: node.name}},
+                "spec": pod_spec,
+            },
+        }
+    }))
+    .expect("a valid StatefulSet")
+}
+
+fn secret_data(s: &Secret, key: &str) -> Option<String> {
+    s.data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .and_then(|b| String::from_utf8(b.0.clone()).ok())
+}
+
+fn tls_secret(gc: &GlusterCluster, name: &str, ca: &str, leaf: &CertKey) -> Secret {
+    let mut s: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": meta(gc, name), "type": "kubernetes.io/tls",
+    }))
+    .expect("a valid Secret");
+    s.data = Some(BTreeMap::from([
+        ("ca.crt".into(), ByteString(ca.as_bytes().to_vec())),
+        (
+            "tls.crt".into(),
+            ByteString(leaf.cert_pem.as_bytes().to_vec()),
+        ),
+        (
+            "tls.key".into(),
+            ByteString(leaf.key_pem.as_bytes().to_vec()),
+        ),
+    ]));
+    s
+}
+
+/// The cluster CA (made once) and the agent and operator certificates (re-issued when a third
+/// of their validity is left or the CA changed). Returns the operator's credentials.
+pub async fn ensure_pki(ctx: &Context, gc: &GlusterCluster) -> Result<AgentCredentials, Error> {
+    let ns = gc.namespace().unwrap_or_default();
+    let cluster = gc.name_any();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    let now = SystemTime::now();
+    let ca = match secrets.get_opt(&ca_secret(&cluster)).await? {
+        Some(s) => Ca::from_pem(&CertKey {
+            cert_pem: secret_data(&s, "ca.crt").unwrap_or_default(),
+            key_pem: secret_data(&s, "ca.key").unwrap_or_default(),
+        })?,
+        None => {
+            let ca = Ca::generate(&format!("glusterkube {ns}/{cluster} agent CA"), now)?;
+            let mut s: Secret = serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Secret", "metadata": meta(gc, &ca_secret(&cluster)), "type": "Opaque",
+            }))
+            .expect("a valid Secret");
+            s.data = Some(BTreeMap::from([
+                (
+                    "ca.crt".into(),
+                    ByteString(ca.pem().cert_pem.as_bytes().to_vec()),
+                ),
+                (
+                    "ca.key".into(),
+                    ByteString(ca.pem().key_pem.as_bytes().to_vec()),
+                ),
+            ]));
+            secrets.create(&PostParams::default(), &s).await?;
+            ca
+        }
+    };
+    let ca_pem = ca.pem().cert_pem.clone();
+    let server_name = agents::server_name(&cluster, &ns);
+    let mut operator_leaf = None;
+    for (name, usage, cn) in [
+        (
+            agent_tls_secret(&cluster),
+            Usage::Server,
+            server_name.clone(),
+        ),
+        (
+            operator_tls_secret(&cluster),
+            Usage::Client,
+            MANAGER.to_string(),
+        ),
+    ] {
+        let current = secrets.get_opt(&name).await?;
+        let fresh = current.as_ref().and_then(|s| {
+            let cert = secret_data(s, "tls.crt")?;
+            let key = secret_data(s, "tls.key")?;
+            let same_ca = secret_data(s, "ca.crt").as_deref() == Some(ca_pem.as_str());
+            (same_ca && !pki::needs_renewal(&cert, now)).then_some(CertKey {
+                cert_pem: cert,
+                key_pem: key,
+            })
+        });
+        let leaf = match fresh {
+            Some(leaf) => leaf,
+            None => {
+                let names = if usage == Usage::Server {
+                    vec![server_name.clone()]
+                } else {
+                    vec![]
+                };
+                let leaf = ca.issue(&cn, &names, usage, now)?;
+                secrets
+                    .patch(
+                        &name,
+                        &PatchParams::apply(MANAGER).force(),
+                        &Patch::Apply(&tls_secret(gc, &name, &ca_pem, &leaf)),
+                    )
+                    .await?;
+                tracing::info!(secret = %name, "issued certificate");
+                leaf
+            }
+        };
+        if usage == Usage::Client {
+            operator_leaf = Some(leaf);
+        }
+    }
+    let leaf = operator_leaf.expect("the loop issues the client certificate");
+    Ok(AgentCredentials {
+        ca_pem,
+        cert_pem: leaf.cert_pem,
+        key_pem: leaf.key_pem,
+        server_name,
+    })
+}
+
+/// The operator's client credentials for a cluster's agents, as stored; nothing is issued.
+pub async fn read_credentials(
+    client: &kube::Client,
+    gc: &GlusterCluster,
+) -> Result<AgentCredentials, Error> {
+    let ns = gc.namespace().unwrap_or_default();
+    let name = operator_tls_secret(&gc.name_any());
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let s = secrets.get_opt(&name).await?.ok_or_else(|| {
+        Error::NotReady(format!(
+            "Secret {ns}/{name} does not exist yet; the operator makes it"
+        ))
+    })?;
+    let get = |k: &str| {
+        secret_data(&s, k).ok_or_else(|| Error::NotReady(format!("Secret {ns}/{name} has no {k}")))
+    };
+    Ok(AgentCredentials {
+        ca_pem: get("ca.crt")?,
+        cert_pem: get("tls.crt")?,
+        key_pem: get("tls.key")?,
+        server_name: agents::server_name(&gc.name_any(), &ns),
+    })
+}
+
+/// A storage node whose brick agent answered.
+pub struct NodeAgent {
+    pub node: String,
+    pub address: String,
+    pub brick_root: String,
+    pub peers: Vec<gk_agent::proto::Peer>,
+    pub client: BrickAgentClient<Channel>,
+}
+
+/// The cluster's brick agents that answer, in spec order, and the nodes that do not (with why).
+pub async fn agents(
+    ctx: &Context,
+    gc: &GlusterCluster,
+    creds: &AgentCredentials,
+) -> Result<(Vec<NodeAgent>, Vec<(String, String)>), Error> {
+    agents_with(&ctx.client, ctx.config.agent_port, gc, creds).await
+}
+
+/// [`agents`] for callers without an operator context (the CSI controller).
+pub async fn agents_with(
+    client: &kube::Client,
+    port: u16,
+    gc: &GlusterCluster,
+    creds: &AgentCredentials,
+) -> Result<(Vec<NodeAgent>, Vec<(String, String)>), Error> {
+    let ns = gc.namespace().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let list = pods
+        .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER}={}", gc.name_any())))
+        .await?;
+    let mut up = Vec::new();
+    let mut down = Vec::new();
+    for node in &gc.spec.nodes {
+        let pod = list.items.iter().find(|p| {
+            p.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_NODE))
+                == Some(&node.name)
+        });
+        let ip = pod
+            .and_then(|p| p.status.as_ref())
+            .and_then(|s| s.pod_ip.clone());
+        let Some(ip) = ip else {
+            down.push((node.name.clone(), "brick pod not running yet".to_string()));
+            continue;
+        };
+        let mut client = agents::connect(&ip, port, creds)?;
+        match client.health(HealthRequest {}).await {
+            Ok(h) => {
+                let h = h.into_inner();
+                up.push(NodeAgent {
+                    node: node.name.clone(),
+                    address: h.address,
+                    brick_root: h.brick_root,
+                    peers: Vec::new(),
+                    client,
+                });
+            }
+            Err(s) => down.push((
+                node.name.clone(),
+                format!("agent at {ip} did not answer: {}", s.message()),
+            )),
+        }
+    }
+    Ok((up, down))
+}
+
+async fn apply<K>(ctx: &Context, ns: &str, obj: &K) -> Result<(), Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(obj),
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn reconcile(gc: Arc<GlusterCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let timer = ctx.metrics.reconcile_started("GlusterCluster");
+    let result = reconcile_inner(&gc, &ctx).await;
+    timer.finish();
+    result
+}
+
+async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
+    let ns = gc.namespace().unwrap_or_default();
+    let creds = ensure_pki(ctx, gc).await?;
+    apply(ctx, &ns, &build_service(gc)).await?;
+    apply(ctx, &ns, &build_pdb(gc)).await?;
+    for node in &gc.spec.nodes {
+        apply(
+            ctx,
+            &ns,
+            &build_statefulset(gc, node, &ctx.config.brick_image),
+        )
+        .await?;
+    }
+
+    let (mut up, down) = agents(ctx, gc, &creds).await?;
+    // Form the pool from the first node that answers: probe every other node it does not know.
+    if let Some((anchor, rest)) = up.split_first_mut() {
+        let known = anchor
+            .client
+            .peer_status(gk_agent::proto::PeerStatusRequest {})
+            .await
+            .map_err(|s| Error::agent(&anchor.node, s))?
+            .into_inner()
+            .peers;
+        for other in rest.iter() {
+            if !known.iter().any(|p| p.hostname == other.address) {
+                tracing::info!(node = %other.node, address = %other.address, "probing peer");
+                anchor
+                    .client
+                    .peer_probe(PeerRequest {
+                        host: other.address.clone(),
+                    })
+                    .await
+                    .map_err(|s| Error::agent(&anchor.node, s))?;
+            }
+        }
+        anchor.peers = anchor
+            .client
+            .peer_status(gk_agent::proto::PeerStatusRequest {})
+            .await
+            .map_err(|s| Error::agent(&anchor.node, s))?
+            .into_inner()
+            .peers;
+    }
+    let anchor_peers = up.first().map(|a| a.peers.clone()).unwrap_or_default();
+    let peers: Vec<PeerStatus> = up
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let seen = anchor_peers.iter().find(|p| p.hostname == a.address);
+            PeerStatus {
+                node: a.node.clone(),
+                address: a.address.clone(),
+                // The anchor is trivially in its own pool.
+                connected: i == 0 || seen.is_some_and(|p| p.connected),
+                state: if i == 0 {
+                    Some("Local".into())
+                } else {
+                    seen.map(|p| p.state.clone())
+                },
+            }
+        })
+        .collect();
+    let total = gc.spec.nodes.len();
+    let in_pool = peers.iter().filter(|p| p.connected).count();
+    let ready = in_pool == total;
+    let mut desired = vec![Desired::new(
+        "Ready",
+        ready,
+        if ready {
+            "PoolFormed"
+        } else {
+            "PoolIncomplete"
+        },
+        if ready {
+            format!("all {total} storage nodes are connected in the trusted pool")
+        } else {
+            let why: Vec<String> = down.iter().map(|(n, w)| format!("{n}: {w}")).collect();
+            format!(
+                "{in_pool} of {total} storage nodes in the pool; {}",
+                why.join("; ")
+            )
+        },
+    )];
+    desired.push(Desired::new(
+        "Progressing",
+        !ready,
+        if ready { "Stable" } else { "FormingPool" },
+        "",
+    ));
+    let degraded = !down.is_empty() && gc.status.as_ref().is_some_and(|s| s.peers.len() == total);
+    desired.push(Desired::new(
+        "Degraded",
+        degraded,
+        if degraded {
+            "NodeUnreachable"
+        } else {
+            "Healthy"
+        },
+        if degraded {
+            down.iter()
+                .map(|(n, w)| format!("{n}: {w}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        } else {
+            String::new()
+        },
+    ));
+    let old = gc.status.clone().unwrap_or_default();
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let status = GlusterClusterStatus {
+        observed_generation: gc.metadata.generation,
+        conditions: conditions::merge(&old.conditions, &desired, gc.metadata.generation, &now),
+        peers,
+        nodes_summary: Some(format!("{in_pool}/{total}")),
+        ..old.clone()
+    };
+    if status != old {
+        write_status::<GlusterCluster>(ctx, gc, &status).await?;
+        publish_transitions(ctx, gc, &old.conditions, &status.conditions).await;
+    }
+    Ok(Action::requeue(if ready {
+        ctx.config.refresh
+    } else {
+        std::time::Duration::from_secs(3)
+    }))
+}
+
+/// Writes status by server-side apply under the operator's field manager.
+pub async fn write_status<K>(
+    ctx: &Context,
+    obj: &K,
+    status: &impl serde::Serialize,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// One event per condition that changed, never on a re-run that changed nothing.
+pub async fn publish_transitions<K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    obj: &K,
+    old: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    new: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) {
+    for c in conditions::transitions(old, new) {
+        let warn = (c.type_ == "Degraded" && c.status == "True")
+            || (c.type_ == "Ready" && c.status == "False" && !old.is_empty());
+        let ev = Event {
+            type_: if warn {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: c.reason.clone(),
+            note: Some(
+                format!("{}={}: {}", c.type_, c.status, c.message)
+                    .chars()
+                    .take(1000)
+                    .collect(),
+            ),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&ev, &obj.object_ref(&())).await {
+            tracing::warn!(error = %e, "publishing an event failed");
+        }
+    }
+}
+
+/// Brick pods wake their cluster's reconcile (a pod became ready, or lost its IP).
+pub fn pod_to_cluster(pod: Pod) -> Option<ObjectRef<GlusterCluster>> {
+    let cluster = pod.labels().get(LABEL_CLUSTER)?.clone();
+    Some(ObjectRef::new(&cluster).within(&pod.namespace()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster() -> GlusterCluster {
+        let v: serde_json::Value = serde_yaml::from_str(
+            "apiVersion: glusterkube.dev/v1alpha1\nkind: GlusterCluster\nmetadata: {name: pool, namespace: storage, uid: u1}\nspec:\n  nodes:\n  - {name: node-a, storage: {directory: /srv/g}}\n  - {name: node.b, storage: {device: /dev/sdb}}\n",
+        )
+        .unwrap();
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn statefulset_names_are_dns_labels_and_distinct() {
+        assert_eq!(statefulset_name("pool", "node-a"), "pool-node-a");
+        let dotted = statefulset_name("pool", "node.b");
+        assert!(
+            dotted.starts_with("pool-node-b-") && !dotted.contains('.'),
+            "{dotted}"
+        );
+        assert_ne!(dotted, statefulset_name("pool", "node-b"));
+        let long = statefulset_name("pool", &"n".repeat(80));
+        assert!(long.len() <= 52, "{long}");
+    }
+
+    #[test]
+    fn statefulset_is_pinned_and_mounts_node_storage() {
+        let gc = cluster();
+        let sts = build_statefulset(&gc, &gc.spec.nodes[0], "img:1");
+        let v = serde_json::to_value(&sts).unwrap();
+        let pod = &v["spec"]["template"]["spec"];
+        assert_eq!(v["spec"]["replicas"], 1);
+        assert_eq!(
+            pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                ["nodeSelectorTerms"][0]["matchFields"][0]["values"][0],
+            "node-a"
+        );
+        assert_eq!(pod["containers"][0]["image"], "img:1");
+        let vols = pod["volumes"].as_array().unwrap();
+        assert!(vols.iter().any(|v| v["hostPath"]["path"] == "/srv/g"));
+        assert_eq!(v["metadata"]["ownerReferences"][0]["uid"], "u1");
+        let dev = serde_json::to_value(build_statefulset(&gc, &gc.spec.nodes[1], "img:1")).unwrap();
+        let env = dev["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert!(env
+            .iter()
+            .any(|e| e["name"] == "GK_DEVICE" && e["value"] == "/dev/sdb"));
+        assert_eq!(
+            build_pdb(&gc).spec.unwrap().max_unavailable,
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+        );
+        assert_eq!(
+            build_service(&gc).spec.unwrap().cluster_ip.as_deref(),
+            Some("None")
+        );
+    }
+}

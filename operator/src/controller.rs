@@ -1,0 +1,120 @@
+//! Wiring: the GlusterCluster and GlusterVolume controllers, their shared context, and the
+//! error policy.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+
+use crate::crd::{GlusterCluster, GlusterVolume};
+use crate::metrics::Metrics;
+use crate::Error;
+
+pub const MANAGER: &str = "glusterkube-operator";
+
+/// Settings of one operator process.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The brick image for clusters that do not name one.
+    pub brick_image: String,
+    /// The agents' gRPC port.
+    pub agent_port: u16,
+    /// How often healthy objects are re-checked (brick and heal state).
+    pub refresh: Duration,
+    /// The CSI driver name whose PersistentVolumes keep a volume from being deleted.
+    pub csi_driver: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            brick_image: format!("glusterkube/brick:{}", env!("CARGO_PKG_VERSION")),
+            agent_port: crate::agents::AGENT_PORT,
+            refresh: Duration::from_secs(30),
+            csi_driver: "gluster.glusterkube.dev".into(),
+        }
+    }
+}
+
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub config: Config,
+    pub metrics: Arc<Metrics>,
+}
+
+/// Runs both controllers until `shutdown` resolves.
+pub async fn run(
+    client: Client,
+    config: Config,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let ctx = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), Reporter::from(MANAGER)),
+        client: client.clone(),
+        config,
+        metrics,
+    });
+    let shutdown = futures::future::FutureExt::shared(Box::pin(shutdown));
+    let clusters = Api::<GlusterCluster>::all(client.clone());
+    let cluster_ctrl = Controller::new(clusters, watcher::Config::default())
+        .owns(
+            Api::<StatefulSet>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .owns(
+            Api::<Service>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .owns(
+            Api::<PodDisruptionBudget>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .owns(
+            Api::<Secret>::all(client.clone()),
+            watcher::Config::default().labels(crate::cluster::MANAGED_BY_SELECTOR),
+        )
+        .watches(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default().labels(crate::cluster::BRICK_POD_SELECTOR),
+            crate::cluster::pod_to_cluster,
+        )
+        .graceful_shutdown_on(shutdown.clone())
+        .run(crate::cluster::reconcile, error_policy, ctx.clone())
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "cluster reconcile");
+            }
+        });
+    let volumes = Api::<GlusterVolume>::all(client.clone());
+    let volume_ctrl = Controller::new(volumes, watcher::Config::default())
+        .graceful_shutdown_on(shutdown)
+        .run(crate::volume::reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "volume reconcile");
+            }
+        });
+    futures::join!(cluster_ctrl, volume_ctrl);
+}
+
+/// Spec errors wait for the user to change the spec; everything else is retried soon.
+fn error_policy<K>(_: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.error(error.label());
+    match error {
+        Error::Spec(_) => Action::await_change(),
+        Error::NotReady(_) | Error::DeletionBlocked(_) => Action::requeue(Duration::from_secs(5)),
+        _ => {
+            tracing::warn!(%error, "reconcile failed; retrying");
+            Action::requeue(Duration::from_secs(10))
+        }
+    }
+}

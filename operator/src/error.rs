@@ -1,0 +1,45 @@
+use crate::plan::SpecError;
+
+/// Why a reconcile did not finish. Spec errors wait for the user; the rest are retried.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid spec: {0}")]
+    Spec(#[from] SpecError),
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("brick agent {node}: {status}")]
+    Agent { node: String, status: String },
+    #[error("agent PKI: {0}")]
+    Pki(#[from] crate::pki::PkiError),
+    #[error("{0}")]
+    Dial(#[from] crate::agents::DialError),
+    #[error("waiting: {0}")]
+    NotReady(String),
+    #[error("deletion blocked: {0}")]
+    DeletionBlocked(String),
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+}
+
+impl Error {
+    pub fn agent(node: &str, status: tonic::Status) -> Self {
+        Self::Agent {
+            node: node.to_string(),
+            status: format!("{:?}: {}", status.code(), status.message()),
+        }
+    }
+
+    /// A short label for the error metric.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::Spec(_) => "spec",
+            Error::Kube(_) => "kube",
+            Error::Agent { .. } => "agent",
+            Error::Pki(_) => "pki",
+            Error::Dial(_) => "dial",
+            Error::NotReady(_) => "not_ready",
+            Error::DeletionBlocked(_) => "deletion_blocked",
+            Error::Finalizer(_) => "finalizer",
+        }
+    }
+}

@@ -1,0 +1,72 @@
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use gk_operator::controller::{self, Config};
+use gk_operator::metrics::Metrics;
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "glusterkube operator: GlusterCluster and GlusterVolume controllers"
+)]
+struct Cli {
+    /// Where /metrics and /healthz are served.
+    #[arg(long, env = "GK_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Brick image for clusters that do not name one.
+    #[arg(long, env = "GK_BRICK_IMAGE")]
+    brick_image: Option<String>,
+    /// Seconds between health refreshes of healthy objects.
+    #[arg(long, env = "GK_REFRESH_SECONDS", default_value_t = 30)]
+    refresh_seconds: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API")?;
+    let mut config = Config {
+        refresh: Duration::from_secs(cli.refresh_seconds),
+        ..Config::default()
+    };
+    if let Some(image) = cli.brick_image {
+        config.brick_image = image;
+    }
+    let metrics = Arc::new(Metrics::default());
+    let m = metrics.clone();
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || async move { m.encode() }),
+        )
+        .route("/healthz", axum::routing::get(|| async { "ok" }));
+    let listener = tokio::net::TcpListener::bind(cli.metrics_addr)
+        .await
+        .with_context(|| format!("listening on {}", cli.metrics_addr))?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    tracing::info!("starting controllers");
+    controller::run(client, config, metrics, shutdown_signal()).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+}

@@ -1,0 +1,543 @@
+//! GlusterVolume: a started, tuned gluster volume on the cluster's bricks, with status that
+//! tells the truth about bricks, heal and capacity, and deletion that keeps data unless asked.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use gk_agent::proto::{
+    BrickReleaseRequest, VolumeCreateRequest, VolumeRequest, VolumeSetRequest,
+    VolumeSpec as AgentSpec, VolumeStartRequest, VolumeStopRequest, VolumeType as AgentType,
+};
+use k8s_openapi::api::core::v1::PersistentVolume;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::ResourceExt;
+use tonic::Code;
+
+use crate::cluster::{self, NodeAgent};
+use crate::conditions::{self, Desired};
+use crate::controller::Context;
+use crate::crd::{
+    BrickStatus, Capacity, DeletionPolicy, GlusterCluster, GlusterVolume, GlusterVolumeStatus,
+    MountInfo, VolumeType,
+};
+use crate::plan::{self, NodeSlot};
+use crate::Error;
+
+pub const FINALIZER: &str = "glusterkube.dev/gluster-volume";
+
+pub async fn reconcile(gv: Arc<GlusterVolume>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let timer = ctx.metrics.reconcile_started("GlusterVolume");
+    let api: Api<GlusterVolume> =
+        Api::namespaced(ctx.client.clone(), &gv.namespace().unwrap_or_default());
+    let result = finalizer(&api, FINALIZER, gv, |event| async {
+        match event {
+            Finalizer::Apply(gv) => apply(&gv, &ctx).await,
+            Finalizer::Cleanup(gv) => cleanup(&gv, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        kube::runtime::finalizer::Error::ApplyFailed(e)
+        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+        other => Error::Finalizer(other.to_string()),
+    });
+    timer.finish();
+    result
+}
+
+fn agent_type(t: VolumeType) -> AgentType {
+    match t {
+        VolumeType::Distribute => AgentType::Distribute,
+        VolumeType::Replicate => AgentType::Replicate,
+        VolumeType::Arbiter => AgentType::Arbiter,
+        VolumeType::Disperse => AgentType::Disperse,
+    }
+}
+
+async fn cluster_of(ctx: &Context, gv: &GlusterVolume) -> Result<Option<GlusterCluster>, Error> {
+    let api: Api<GlusterCluster> =
+        Api::namespaced(ctx.client.clone(), &gv.namespace().unwrap_or_default());
+    Ok(api.get_opt(&gv.spec.cluster).await?)
+}
+
+/// Writes status (only when it changed) and publishes events for condition transitions.
+async fn set_status(
+    ctx: &Context,
+    gv: &GlusterVolume,
+    mut status: GlusterVolumeStatus,
+    desired: &[Desired],
+) -> Result<(), Error> {
+    let old = gv.status.clone().unwrap_or_default();
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    status.observed_generation = gv.metadata.generation;
+    status.conditions = conditions::merge(&old.conditions, desired, gv.metadata.generation, &now);
+    if status != old {
+        cluster::write_status::<GlusterVolume>(ctx, gv, &status).await?;
+        cluster::publish_transitions(ctx, gv, &old.conditions, &status.conditions).await;
+    }
+    Ok(())
+}
+
+fn waiting(reason: &str, message: String) -> Vec<Desired> {
+    vec![
+        Desired::new("Ready", false, reason, message.clone()),
+        Desired::new("Progressing", true, reason, message),
+        Desired::new("Degraded", false, "NotCreated", ""),
+    ]
+}
+
+async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
+    let ns = gv.namespace().unwrap_or_default();
+    let name = plan::gluster_volume_name(&ns, &gv.name_any());
+    let keep = gv.status.clone().unwrap_or_default();
+    let Some(gc) = cluster_of(ctx, gv).await? else {
+        let msg = format!(
+            "GlusterCluster {} does not exist in namespace {ns}",
+            gv.spec.cluster
+        );
+        set_status(ctx, gv, keep, &waiting("ClusterNotFound", msg.clone())).await?;
+        return Err(Error::NotReady(msg));
+    };
+    let creds = cluster::ensure_pki(ctx, &gc).await?;
+    let (mut agents, down) = cluster::agents(ctx, &gc, &creds).await?;
+    if agents.is_empty() {
+        let msg = format!("no brick agent of cluster {} answers yet", gc.name_any());
+        set_status(ctx, gv, keep, &waiting("WaitingForCluster", msg.clone())).await?;
+        return Err(Error::NotReady(msg));
+    }
+
+    // Gluster is the source of truth: an existing volume is never re-planned.
+    let existing = info(&mut agents[0], &name).await?;
+    if existing.is_none() {
+        if !down.is_empty() {
+            let msg = format!(
+                "waiting for every storage node to place bricks: {}",
+                down.iter()
+                    .map(|(n, w)| format!("{n}: {w}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+            set_status(ctx, gv, keep, &waiting("WaitingForNodes", msg.clone())).await?;
+            return Err(Error::NotReady(msg));
+        }
+        let slots: Vec<NodeSlot> = agents
+            .iter()
+            .map(|a| NodeSlot {
+                node: a.node.clone(),
+                address: a.address.clone(),
+                brick_root: a.brick_root.clone(),
+            })
+            .collect();
+        let planned = match plan::bricks(&gv.spec, &name, &slots) {
+            Ok(b) => b,
+            Err(e) => {
+                let d = vec![
+                    Desired::new("Ready", false, "InvalidSpec", e.to_string()),
+                    Desired::new("Progressing", false, "InvalidSpec", e.to_string()),
+                    Desired::new("Degraded", false, "NotCreated", ""),
+                ];
+                set_status(ctx, gv, keep, &d).await?;
+                return Err(e.into());
+            }
+        };
+        let layout = plan::layout(&gv.spec)?;
+        let (replica, data, redundancy) = match layout {
+            gk_gluster::VolumeLayout::Replicate { replica } => (replica, 0, 0),
+            gk_gluster::VolumeLayout::Disperse { data, redundancy } => (0, data, redundancy),
+            _ => (0, 0, 0),
+        };
+        tracing::info!(volume = %name, bricks = planned.len(), "creating gluster volume");
+        set_status(
+            ctx,
+            gv,
+            keep.clone(),
+            &waiting("Creating", format!("creating gluster volume {name}")),
+        )
+        .await?;
+        let spec = AgentSpec {
+            name: name.clone(),
+            r#type: agent_type(gv.spec.volume_type) as i32,
+            replica,
+            disperse_data: data,
+            disperse_redundancy: redundancy,
+            bricks: planned.iter().map(|b| b.to_string()).collect(),
+            options: Default::default(),
+            force: false,
+        };
+        let anchor = &mut agents[0];
+        if let Err(s) = anchor
+            .client
+            .volume_create(VolumeCreateRequest {
+                spec: Some(spec),
+                start: true,
+            })
+            .await
+        {
+            let e = Error::agent(&anchor.node, s);
+            let msg = e.to_string();
+            set_status(ctx, gv, keep, &waiting("CreateFailed", msg)).await?;
+            return Err(e);
+        }
+    } else if existing.as_ref().is_some_and(|v| v.status != "Started") {
+        agents[0]
+            .client
+            .volume_start(VolumeStartRequest {
+                name: name.clone(),
+                force: false,
+            })
+            .await
+            .map_err(|s| Error::agent("volume start", s))?;
+    }
+
+    // Options: the profile, then the volume's own. Refusals are reported, not dropped.
+    let profile = gv.spec.profile.unwrap_or(gc.spec.default_profile);
+    let options = plan::options(profile, plan::layout(&gv.spec)?, &gv.spec.options);
+    let set = agents[0]
+        .client
+        .volume_set(VolumeSetRequest {
+            name: name.clone(),
+            options: options.into_iter().collect(),
+        })
+        .await
+        .map_err(|s| Error::agent(&agents[0].node, s))?
+        .into_inner();
+
+    observe(gv, ctx, &name, &mut agents, &down, &set.rejected).await
+}
+
+async fn info(agent: &mut NodeAgent, name: &str) -> Result<Option<gk_agent::proto::Volume>, Error> {
+    match agent
+        .client
+        .volume_info(VolumeRequest { name: name.into() })
+        .await
+    {
+        Ok(r) => Ok(r.into_inner().volume),
+        Err(s) if s.code() == Code::NotFound => Ok(None),
+        Err(s) => Err(Error::agent(&agent.node, s)),
+    }
+}
+
+/// Reads bricks, heal and capacity, restarts brick processes that died on healthy nodes, and
+/// writes the status.
+async fn observe(
+    gv: &GlusterVolume,
+    ctx: &Context,
+    name: &str,
+    agents: &mut [NodeAgent],
+    down: &[(String, String)],
+    rejected: &[gk_agent::proto::RejectedOption],
+) -> Result<Action, Error> {
+    let anchor = &mut agents[0];
+    let vol = info(anchor, name)
+        .await?
+        .ok_or_else(|| Error::NotReady(format!("volume {name} vanished")))?;
+    let st = anchor
+        .client
+        .volume_status(VolumeRequest { name: name.into() })
+        .await
+        .map_err(|s| Error::agent(&anchor.node, s))?
+        .into_inner();
+    let heal = if vol.replica_count > 1 || vol.disperse_count > 0 {
+        anchor
+            .client
+            .heal_info(VolumeRequest { name: name.into() })
+            .await
+            .ok()
+            .map(|r| r.into_inner())
+    } else {
+        None
+    };
+    let node_of: BTreeMap<&str, &str> = agents
+        .iter()
+        .map(|a| (a.address.as_str(), a.node.as_str()))
+        .collect();
+    let bricks: Vec<BrickStatus> = vol
+        .bricks
+        .iter()
+        .map(|b| {
+            let (host, path) = b.split_once(':').unwrap_or((b.as_str(), ""));
+            let online = st.bricks.iter().any(|s| &s.brick == b && s.online);
+            let h = heal
+                .as_ref()
+                .and_then(|h| h.bricks.iter().find(|x| &x.brick == b));
+            BrickStatus {
+                node: node_of.get(host).map(|s| s.to_string()).unwrap_or_default(),
+                host: host.to_string(),
+                path: path.to_string(),
+                online,
+                heal_pending: h.map(|h| h.pending as i64),
+                split_brain: h.map(|h| h.split_brain as i64),
+            }
+        })
+        .collect();
+    let online = bricks.iter().filter(|b| b.online).count();
+    let total = bricks.len();
+    let pending = heal.as_ref().map(|h| h.pending_total as i64);
+    let split = heal.as_ref().map(|h| h.split_brain_total as i64);
+
+    // Capacity: per set, the smallest brick limits; data bricks per set carry user data.
+    let set = if vol.disperse_count > 0 {
+        vol.disperse_count
+    } else {
+        vol.replica_count.max(1)
+    } as usize;
+    let data_per_set = if vol.disperse_count > 0 {
+        (vol.disperse_count - vol.redundancy_count) as u64
+    } else {
+        1
+    };
+    let mut total_bytes = 0u64;
+    let mut free_bytes = 0u64;
+    for chunk in vol.bricks.chunks(set.max(1)) {
+        let sizes: Vec<(u64, u64)> = chunk
+            .iter()
+            .filter_map(|b| st.bricks.iter().find(|s| &s.brick == b && s.online))
+            .map(|s| (s.size_total_bytes, s.size_free_bytes))
+            .collect();
+        total_bytes += sizes.iter().map(|s| s.0).min().unwrap_or(0) * data_per_set;
+        free_bytes += sizes.iter().map(|s| s.1).min().unwrap_or(0) * data_per_set;
+    }
+    let hosts: Vec<String> = vol
+        .bricks
+        .iter()
+        .filter_map(|b| b.split_once(':').map(|(h, _)| h.to_string()))
+        .fold(Vec::new(), |mut acc, h| {
+            if !acc.contains(&h) {
+                acc.push(h);
+            }
+            acc
+        });
+    let mount = hosts.split_first().map(|(first, rest)| MountInfo {
+        volume: name.to_string(),
+        volfile_server: first.clone(),
+        backup_volfile_servers: rest.to_vec(),
+    });
+
+    // A brick process that died on a node whose agent answers is restarted, then healed.
+    let dead_on_live_nodes = bricks
+        .iter()
+        .any(|b| !b.online && agents.iter().any(|a| a.address == b.host));
+    let mut desired = Vec::new();
+    let degraded_reason = if online < total {
+        Some((
+            "BricksOffline",
+            format!(
+                "{online} of {total} bricks online; offline: {}",
+                bricks
+                    .iter()
+                    .filter(|b| !b.online)
+                    .map(|b| format!("{}:{}", b.host, b.path))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))
+    } else if split.unwrap_or(0) > 0 {
+        Some((
+            "SplitBrain",
+            format!(
+                "{} entries in split-brain; resolve with `gluster volume heal {name} split-brain`",
+                split.unwrap_or(0)
+            ),
+        ))
+    } else if pending.unwrap_or(0) > 0 {
+        Some((
+            "HealPending",
+            format!("{} entries waiting for self-heal", pending.unwrap_or(0)),
+        ))
+    } else {
+        None
+    };
+    let ready = vol.status == "Started"
+        && online > 0
+        && degraded_reason
+            .as_ref()
+            .is_none_or(|(r, _)| *r != "BricksOffline" || online * 2 > total);
+    desired.push(Desired::new(
+        "Ready",
+        ready,
+        if ready { "Started" } else { "NotServing" },
+        if ready {
+            format!("volume {name} is started with {online}/{total} bricks online")
+        } else {
+            format!(
+                "volume {name}: {} with {online}/{total} bricks online",
+                vol.status
+            )
+        },
+    ));
+    match &degraded_reason {
+        Some((reason, msg)) => desired.push(Desired::new("Degraded", true, reason, msg.clone())),
+        None => desired.push(Desired::new("Degraded", false, "Healthy", "")),
+    }
+    desired.push(Desired::new("Progressing", false, "Stable", ""));
+    if !rejected.is_empty() {
+        desired.push(Desired::new(
+            "OptionsApplied",
+            false,
+            "OptionsRejected",
+            rejected
+                .iter()
+                .map(|r| format!("{}={}: {}", r.key, r.value, r.reason))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ));
+    } else {
+        desired.push(Desired::new("OptionsApplied", true, "Applied", ""));
+    }
+    let _ = down;
+    let status = GlusterVolumeStatus {
+        volume_id: Some(vol.id.clone()),
+        bricks_summary: Some(format!("{online}/{total}")),
+        bricks,
+        heal_pending: pending,
+        split_brain: split,
+        capacity: Some(Capacity {
+            total_bytes: total_bytes as i64,
+            used_bytes: total_bytes.saturating_sub(free_bytes) as i64,
+            free_bytes: free_bytes as i64,
+            total: human_bytes(total_bytes),
+        }),
+        mount,
+        ..Default::default()
+    };
+    ctx.metrics.volume(
+        &gv.namespace().unwrap_or_default(),
+        &gv.name_any(),
+        online as i64,
+        total as i64,
+        pending.unwrap_or(0),
+    );
+    set_status(ctx, gv, status, &desired).await?;
+
+    if dead_on_live_nodes {
+        tracing::warn!(volume = %name, "restarting offline bricks");
+        agents[0]
+            .client
+            .volume_start(VolumeStartRequest {
+                name: name.into(),
+                force: true,
+            })
+            .await
+            .map_err(|s| Error::agent(&agents[0].node, s))?;
+        let _ = agents[0]
+            .client
+            .heal_start(VolumeRequest { name: name.into() })
+            .await;
+        return Ok(Action::requeue(std::time::Duration::from_secs(2)));
+    }
+    if pending.unwrap_or(0) > 0 {
+        let _ = agents[0]
+            .client
+            .heal_start(VolumeRequest { name: name.into() })
+            .await;
+        return Ok(Action::requeue(std::time::Duration::from_secs(3)));
+    }
+    Ok(Action::requeue(ctx.config.refresh))
+}
+
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["", "Ki", "Mi", "Gi", "Ti", "Pi"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b}")
+    } else {
+        format!("{v:.1}{}", UNITS[u])
+    }
+}
+
+/// Deletion: refused while PersistentVolumes use the volume; otherwise the gluster volume is
+/// stopped and deleted, and its brick directories removed only under deletionPolicy Delete.
+async fn cleanup(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
+    let ns = gv.namespace().unwrap_or_default();
+    let name = plan::gluster_volume_name(&ns, &gv.name_any());
+    let pvs: Api<PersistentVolume> = Api::all(ctx.client.clone());
+    let users: Vec<String> = pvs
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|pv| {
+            pv.spec
+                .as_ref()
+                .and_then(|s| s.csi.as_ref())
+                .is_some_and(|csi| {
+                    csi.driver == ctx.config.csi_driver
+                        && csi
+                            .volume_attributes
+                            .as_ref()
+                            .and_then(|a| a.get("glusterVolume"))
+                            == Some(&name)
+                })
+        })
+        .map(|pv| pv.name_any())
+        .collect();
+    if !users.is_empty() {
+        let msg = format!(
+            "{} PersistentVolume(s) still use this volume: {}; delete them first",
+            users.len(),
+            users.join(", ")
+        );
+        let d = vec![
+            Desired::new("Ready", false, "DeletionBlocked", msg.clone()),
+            Desired::new("Degraded", false, "Healthy", ""),
+            Desired::new("Progressing", false, "DeletionBlocked", msg.clone()),
+        ];
+        set_status(ctx, gv, gv.status.clone().unwrap_or_default(), &d).await?;
+        return Err(Error::DeletionBlocked(msg));
+    }
+    let Some(gc) = cluster_of(ctx, gv).await? else {
+        tracing::warn!(volume = %name, "cluster is gone; nothing left to delete in gluster");
+        return Ok(Action::await_change());
+    };
+    let creds = cluster::ensure_pki(ctx, &gc).await?;
+    let (mut agents, _down) = cluster::agents(ctx, &gc, &creds).await?;
+    let Some(anchor) = agents.first_mut() else {
+        return Err(Error::NotReady(format!(
+            "no brick agent of cluster {} answers; cannot delete {name}",
+            gc.name_any()
+        )));
+    };
+    let Some(vol) = info(anchor, &name).await? else {
+        return Ok(Action::await_change());
+    };
+    if vol.status == "Started" {
+        anchor
+            .client
+            .volume_stop(VolumeStopRequest {
+                name: name.clone(),
+                force: true,
+            })
+            .await
+            .map_err(|s| Error::agent(&anchor.node, s))?;
+    }
+    anchor
+        .client
+        .volume_delete(VolumeRequest { name: name.clone() })
+        .await
+        .map_err(|s| Error::agent(&anchor.node, s))?;
+    tracing::info!(volume = %name, "deleted gluster volume");
+    if gv.spec.deletion_policy == DeletionPolicy::Delete {
+        for b in &vol.bricks {
+            let Some((host, path)) = b.split_once(':') else {
+                continue;
+            };
+            if let Some(a) = agents.iter_mut().find(|a| a.address == host) {
+                a.client
+                    .brick_release(BrickReleaseRequest {
+                        path: path.to_string(),
+                    })
+                    .await
+                    .map_err(|s| Error::agent(&a.node, s))?;
+            }
+        }
+    }
+    Ok(Action::await_change())
+}

@@ -1,0 +1,353 @@
+//! The operator against the real apiserver and controller-manager and real glusterd: a
+//! 3-node GlusterCluster becomes Ready, volumes of each type become Ready with the profile
+//! applied, a killed brick shows as Degraded 2/3 and heals back, an operator killed in the
+//! middle of a create converges without duplicates, and deletion waits for PersistentVolumes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gk_operator::controller::{self, Config};
+use gk_operator::crd::{GlusterCluster, GlusterVolume};
+use gk_operator::metrics::Metrics;
+use gk_testenv::gluster_net::GlusterNet;
+use gk_testenv::k8s::ControlPlane;
+use gk_testenv::kubelet::StandInKubelet;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::PersistentVolume;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::ResourceExt;
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+fn start_operator(client: &kube::Client, metrics: Arc<Metrics>) -> JoinHandle<()> {
+    let config = Config {
+        brick_image: "glusterkube/brick:test".into(),
+        refresh: Duration::from_secs(3),
+        ..Config::default()
+    };
+    let client = client.clone();
+    tokio::spawn(
+        async move { controller::run(client, config, metrics, std::future::pending()).await },
+    )
+}
+
+async fn wait_until<T>(what: &str, secs: u64, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn condition(
+    conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    t: &str,
+) -> Option<(String, String)> {
+    conds
+        .iter()
+        .find(|c| c.type_ == t)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+async fn volume_ready(api: &Api<GlusterVolume>, name: &str) -> GlusterVolume {
+    wait_until(&format!("GlusterVolume {name} Ready"), 180, async || {
+        let v = api.get(name).await.ok()?;
+        let s = v.status.as_ref()?;
+        let ready = condition(&s.conditions, "Ready")?.0 == "True";
+        let healthy = condition(&s.conditions, "Degraded")?.0 == "False";
+        (ready && healthy).then_some(v)
+    })
+    .await
+}
+
+fn volume(name: &str, spec: serde_json::Value) -> GlusterVolume {
+    serde_json::from_value(json!({
+        "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+        "metadata": {"name": name}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
+    let cp = ControlPlane::ensure().unwrap();
+    let client = cp.client().await.unwrap();
+    ControlPlane::install_crds(&client, &gk_operator::crd::all())
+        .await
+        .unwrap();
+    let ns = format!("gk-op-{}", std::process::id());
+    ControlPlane::ensure_namespace(&client, &ns).await.unwrap();
+
+    let net = Arc::new(GlusterNet::start(3).unwrap());
+    let nodes: HashMap<String, usize> = (0..3).map(|i| (format!("storage-{}", i + 1), i)).collect();
+    let _kubelet = StandInKubelet::start(client.clone(), &ns, net.clone(), nodes);
+    let metrics = Arc::new(Metrics::default());
+    let mut operator = start_operator(&client, metrics.clone());
+
+    // A 3-node cluster.
+    let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), &ns);
+    let gc: GlusterCluster = serde_json::from_value(json!({
+        "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterCluster",
+        "metadata": {"name": "pool"},
+        "spec": {"nodes": [
+            {"name": "storage-1", "storage": {"directory": "/srv/glusterkube"}},
+            {"name": "storage-2", "storage": {"directory": "/srv/glusterkube"}},
+            {"name": "storage-3", "storage": {"device": "/dev/disk/by-id/gk-test"}},
+        ]}
+    }))
+    .unwrap();
+    clusters.create(&PostParams::default(), &gc).await.unwrap();
+    let ready = wait_until("GlusterCluster Ready", 180, async || {
+        let c = clusters.get("pool").await.ok()?;
+        let s = c.status.clone()?;
+        (condition(&s.conditions, "Ready")?.0 == "True").then_some(s)
+    })
+    .await;
+    assert_eq!(ready.nodes_summary.as_deref(), Some("3/3"));
+    assert_eq!(ready.peers.len(), 3);
+    assert!(ready.peers.iter().all(|p| p.connected), "{:?}", ready.peers);
+    let sts: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    for node in ["storage-1", "storage-2", "storage-3"] {
+        let s = sts.get(&format!("pool-{node}")).await.unwrap();
+        assert_eq!(s.owner_references()[0].name, "pool");
+    }
+    let pdb: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+    pdb.get("pool-bricks").await.unwrap();
+    for i in 0..3 {
+        let peers = net.gluster(i).peer_status().await.unwrap();
+        assert_eq!(
+            peers.iter().filter(|p| p.connected).count(),
+            2,
+            "node {i}: {peers:?}"
+        );
+    }
+
+    // Volumes of each type.
+    let volumes: Api<GlusterVolume> = Api::namespaced(client.clone(), &ns);
+    let specs = [
+        (
+            "r3",
+            json!({"cluster": "pool", "type": "Replicate", "replica": 3, "brickCount": 3}),
+        ),
+        (
+            "arb",
+            json!({"cluster": "pool", "type": "Arbiter", "brickCount": 3}),
+        ),
+        (
+            "ec",
+            json!({"cluster": "pool", "type": "Disperse", "disperse": {"data": 2, "redundancy": 1}, "brickCount": 3, "options": {"performance.cache-size": "64MB"}}),
+        ),
+    ];
+    for (name, spec) in &specs[..2] {
+        volumes
+            .create(&PostParams::default(), &volume(name, spec.clone()))
+            .await
+            .unwrap();
+    }
+    for (name, _) in &specs[..2] {
+        let v = volume_ready(&volumes, name).await;
+        let s = v.status.unwrap();
+        assert_eq!(s.bricks_summary.as_deref(), Some("3/3"), "{name}");
+        assert_eq!(s.heal_pending, Some(0), "{name}");
+        assert!(
+            s.capacity.as_ref().unwrap().total_bytes > 1 << 30,
+            "{name}: {:?}",
+            s.capacity
+        );
+        let m = s.mount.unwrap();
+        assert!(
+            !m.backup_volfile_servers.contains(&m.volfile_server),
+            "{m:?}"
+        );
+        assert_eq!(m.backup_volfile_servers.len(), 2);
+    }
+
+    // The operator dies right after the create is asked for, and converges when it returns.
+    volumes
+        .create(&PostParams::default(), &volume("ec", specs[2].1.clone()))
+        .await
+        .unwrap();
+    wait_until("the operator to start creating ec", 60, async || {
+        let v = volumes.get("ec").await.ok()?;
+        let s = v.status?;
+        (condition(&s.conditions, "Progressing")?.0 == "True").then_some(())
+    })
+    .await;
+    operator.abort();
+    let _ = (&mut operator).await;
+    operator = start_operator(&client, metrics.clone());
+    let ec = volume_ready(&volumes, "ec").await;
+    assert_eq!(ec.status.unwrap().bricks_summary.as_deref(), Some("3/3"));
+    let names: BTreeSet<String> = net
+        .gluster(0)
+        .volume_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    let want: BTreeSet<String> = ["r3", "arb", "ec"]
+        .iter()
+        .map(|n| format!("{ns}-{n}"))
+        .collect();
+    assert_eq!(names, want, "duplicate or orphaned gluster volumes");
+
+    // The profile and the volume's own options are in effect in gluster.
+    let info = net
+        .gluster(0)
+        .volume_info(&format!("{ns}-ec"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        info.options.get("network.ping-timeout").map(String::as_str),
+        Some("10")
+    );
+    assert_eq!(
+        info.options
+            .get("performance.cache-size")
+            .map(String::as_str),
+        Some("64MB")
+    );
+    assert_eq!(
+        (
+            info.type_name.as_str(),
+            info.disperse_count,
+            info.redundancy_count
+        ),
+        ("Disperse", 3, 1)
+    );
+    let arb = net
+        .gluster(0)
+        .volume_info(&format!("{ns}-arb"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((arb.replica_count, arb.arbiter_count), (3, 1));
+
+    // Nothing changes, so nothing is written: no reconcile loop.
+    let before = volumes.get("arb").await.unwrap().resource_version();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        volumes.get("arb").await.unwrap().resource_version(),
+        before,
+        "status rewritten with no change"
+    );
+
+    // A killed brick: Degraded with 2/3 online, then the operator restarts it and heals.
+    let gname = format!("{ns}-r3");
+    let st = net.gluster(0).volume_status(&gname).await.unwrap();
+    let victim = st
+        .bricks
+        .iter()
+        .find(|b| b.brick.host == net.nodes()[2].address)
+        .unwrap()
+        .clone();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim.pid.unwrap() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let degraded = wait_until("r3 Degraded with 2/3 bricks", 60, async || {
+        let s = volumes.get("r3").await.ok()?.status?;
+        let d = condition(&s.conditions, "Degraded")?;
+        (d == ("True".into(), "BricksOffline".into()) && s.bricks_summary.as_deref() == Some("2/3"))
+            .then_some(s)
+    })
+    .await;
+    assert!(degraded
+        .bricks
+        .iter()
+        .any(|b| !b.online && b.host == net.nodes()[2].address));
+    let healed = volume_ready(&volumes, "r3").await.status.unwrap();
+    assert_eq!(
+        (healed.bricks_summary.as_deref(), healed.heal_pending),
+        (Some("3/3"), Some(0))
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let reasons: Vec<String> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("r3"))
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(reasons.iter().any(|r| r == "BricksOffline"), "{reasons:?}");
+
+    // Deletion waits while a PersistentVolume uses the volume; Retain keeps the bricks' data.
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let pv_name = format!("{ns}-pv");
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv_name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                 "csi": {"driver": "gluster.glusterkube.dev", "volumeHandle": "h", "volumeAttributes": {"glusterVolume": gname}}}
+    }))
+    .unwrap();
+    pvs.create(&PostParams::default(), &pv).await.unwrap();
+    volumes
+        .delete("r3", &DeleteParams::default())
+        .await
+        .unwrap();
+    let blocked = wait_until("r3 DeletionBlocked", 60, async || {
+        let s = volumes.get("r3").await.ok()?.status?;
+        let c = s
+            .conditions
+            .iter()
+            .find(|c| c.reason == "DeletionBlocked")?
+            .clone();
+        Some(c.message)
+    })
+    .await;
+    assert!(blocked.contains(&pv_name), "{blocked}");
+    assert!(net.gluster(0).volume_info(&gname).await.unwrap().is_some());
+    pvs.delete(&pv_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until("r3 deleted", 90, async || {
+        volumes.get_opt("r3").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(net.gluster(0).volume_info(&gname).await.unwrap().is_none());
+    assert!(
+        victim.brick.path.len() > 1 && std::path::Path::new(&victim.brick.path).exists(),
+        "Retain removed brick data"
+    );
+
+    let text = metrics.encode();
+    assert!(
+        text.contains("glusterkube_reconciles_total{kind=\"GlusterVolume\"}"),
+        "{text}"
+    );
+    assert!(text.contains("glusterkube_volume_bricks_online"), "{text}");
+
+    // Leave the namespace clean: the operator finishes the remaining volumes first.
+    for name in ["arb", "ec"] {
+        volumes
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    wait_until("volumes deleted", 90, async || {
+        volumes
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    operator.abort();
+    let _ = clusters.delete("pool", &DeleteParams::default()).await;
+    let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = ns_api.delete(&ns, &DeleteParams::default()).await;
+}
