@@ -1,0 +1,164 @@
+//! Where the controller's volumes come from: a pool GlusterVolume's brick agent.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use gk_agent::proto::brick_agent_client::BrickAgentClient;
+use gk_agent::proto::{SubdirCreateRequest, SubdirDeleteRequest, VolumeRequest};
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+
+use crate::params::ObjectKey;
+
+/// A pool volume ready for use: its agent, gluster name and mount servers.
+#[derive(Clone)]
+pub struct Pool {
+    pub agent: BrickAgentClient<Channel>,
+    /// The gluster volume name.
+    pub volume: String,
+    /// Volfile servers: the primary first, then the backups.
+    pub servers: Vec<String>,
+}
+
+/// Finds pools by their GlusterVolume. The production resolver reads the GlusterVolume's
+/// status and the cluster's agent credentials from the Kubernetes API; tests name pools directly.
+pub trait PoolResolver: Send + Sync + 'static {
+    fn resolve(
+        &self,
+        pool: &ObjectKey,
+    ) -> impl std::future::Future<Output = Result<Pool, Status>> + Send;
+    /// Every pool this resolver knows, for ListVolumes.
+    fn pools(&self) -> impl std::future::Future<Output = Result<Vec<ObjectKey>, Status>> + Send;
+}
+
+/// A fixed set of pools.
+#[derive(Clone, Default)]
+pub struct StaticPools {
+    pub pools: Arc<HashMap<ObjectKey, Pool>>,
+}
+
+impl PoolResolver for StaticPools {
+    async fn resolve(&self, pool: &ObjectKey) -> Result<Pool, Status> {
+        self.pools
+            .get(pool)
+            .cloned()
+            .ok_or_else(|| Status::not_found(format!("pool GlusterVolume {pool} does not exist")))
+    }
+
+    async fn pools(&self) -> Result<Vec<ObjectKey>, Status> {
+        let mut keys: Vec<ObjectKey> = self.pools.keys().cloned().collect();
+        keys.sort_by_key(|k| k.to_string());
+        Ok(keys)
+    }
+}
+
+/// Agent errors, with the pool named, keeping the agent's code (AlreadyExists, NotFound, …).
+pub fn agent_status(pool: &ObjectKey, s: Status) -> Status {
+    let code = match s.code() {
+        Code::Unknown | Code::Internal => Code::Unavailable,
+        c => c,
+    };
+    Status::new(code, format!("pool {pool}: {}", s.message()))
+}
+
+impl Pool {
+    pub async fn create_dir(
+        &mut self,
+        pool: &ObjectKey,
+        dir: &str,
+        bytes: u64,
+    ) -> Result<(), Status> {
+        self.agent
+            .subdir_create(SubdirCreateRequest {
+                volume: self.volume.clone(),
+                path: format!("/{dir}"),
+                limit_bytes: bytes,
+            })
+            .await
+            .map(|_| ())
+            .map_err(|s| agent_status(pool, s))
+    }
+
+    pub async fn expand_dir(
+        &mut self,
+        pool: &ObjectKey,
+        dir: &str,
+        bytes: u64,
+    ) -> Result<(), Status> {
+        self.agent
+            .subdir_expand(SubdirCreateRequest {
+                volume: self.volume.clone(),
+                path: format!("/{dir}"),
+                limit_bytes: bytes,
+            })
+            .await
+            .map(|_| ())
+            .map_err(|s| agent_status(pool, s))
+    }
+
+    pub async fn delete_dir(&mut self, pool: &ObjectKey, dir: &str) -> Result<(), Status> {
+        self.agent
+            .subdir_delete(SubdirDeleteRequest {
+                volume: self.volume.clone(),
+                path: format!("/{dir}"),
+            })
+            .await
+            .map(|_| ())
+            .map_err(|s| agent_status(pool, s))
+    }
+
+    /// Directories with a limit, and the limit in bytes.
+    pub async fn dirs(&mut self, pool: &ObjectKey) -> Result<Vec<(String, u64)>, Status> {
+        let list = self
+            .agent
+            .quota_list(VolumeRequest {
+                name: self.volume.clone(),
+            })
+            .await
+            .map_err(|s| agent_status(pool, s))?
+            .into_inner();
+        Ok(list
+            .entries
+            .into_iter()
+            .filter_map(|e| {
+                let dir = e.path.strip_prefix('/')?;
+                (!dir.is_empty() && !dir.contains('/'))
+                    .then(|| (dir.to_string(), e.hard_limit_bytes))
+            })
+            .collect())
+    }
+
+    /// Bytes that new volumes can still promise: the pool's free space less what existing
+    /// volumes may still grow into.
+    pub async fn free_bytes(&mut self, pool: &ObjectKey) -> Result<u64, Status> {
+        let status = self
+            .agent
+            .volume_status(VolumeRequest {
+                name: self.volume.clone(),
+            })
+            .await
+            .map_err(|s| agent_status(pool, s))?
+            .into_inner();
+        let free = status
+            .bricks
+            .iter()
+            .filter(|b| b.online)
+            .map(|b| b.size_free_bytes)
+            .min()
+            .unwrap_or(0);
+        let quotas = self
+            .agent
+            .quota_list(VolumeRequest {
+                name: self.volume.clone(),
+            })
+            .await
+            .map_err(|s| agent_status(pool, s))?
+            .into_inner();
+        let promised: u64 = quotas
+            .entries
+            .iter()
+            .map(|q| q.hard_limit_bytes.saturating_sub(q.used_bytes))
+            .sum();
+        Ok(free.saturating_sub(promised))
+    }
+}

@@ -1,0 +1,973 @@
+//! The CSI services: Identity, Controller (subdirectory volumes on a pool) and Node (FUSE
+//! mounts staged once per node, bind-mounted into each pod).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use csi::controller_service_capability::rpc::Type as CtrlCap;
+use csi::node_service_capability::rpc::Type as NodeCap;
+use csi::volume_capability::access_mode::Mode;
+use csi_proto::v1 as csi;
+use tonic::{Request, Response, Status};
+
+use crate::backend::PoolResolver;
+use crate::mount::{self, MountSource, Mounter};
+use crate::params::{dir_for_name, ObjectKey, Provisioning, VolumeId};
+
+pub const DRIVER_NAME: &str = "gluster.glusterkube.dev";
+pub const TOPOLOGY_KEY: &str = "topology.gluster.glusterkube.dev/node";
+const DEFAULT_SIZE: u64 = 1 << 30;
+
+type Reply<T> = Result<Response<T>, Status>;
+
+/// Per-volume operation lock: a second call on a volume already being worked on is answered
+/// with ABORTED, as the spec asks, instead of queuing behind it.
+#[derive(Default, Clone)]
+pub struct OpLocks(Arc<Mutex<HashSet<String>>>);
+
+pub struct OpGuard(Arc<Mutex<HashSet<String>>>, String);
+
+impl Drop for OpGuard {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.1);
+    }
+}
+
+impl OpLocks {
+    pub fn try_lock(&self, key: &str) -> Result<OpGuard, Status> {
+        let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if !set.insert(key.to_string()) {
+            return Err(Status::aborted(format!(
+                "an operation on {key} is already in progress"
+            )));
+        }
+        Ok(OpGuard(self.0.clone(), key.to_string()))
+    }
+}
+
+pub struct Driver<P> {
+    pub node_id: String,
+    pub pools: Option<P>,
+    pub mounter: Mounter,
+    /// Where the node plugin keeps the FUSE client logs.
+    pub log_dir: PathBuf,
+    pub ready: Arc<AtomicBool>,
+    locks: OpLocks,
+    /// Targets each volume is published at on this node, for single-writer access modes.
+    published: Mutex<HashMap<String, Vec<PathBuf>>>,
+}
+
+impl<P: PoolResolver> Driver<P> {
+    pub fn new(node_id: String, pools: Option<P>, mounter: Mounter, log_dir: PathBuf) -> Self {
+        Self {
+            node_id,
+            pools,
+            mounter,
+            log_dir,
+            ready: Arc::new(AtomicBool::new(true)),
+            locks: OpLocks::default(),
+            published: Mutex::default(),
+        }
+    }
+
+    fn pools(&self) -> Result<&P, Status> {
+        self.pools.as_ref().ok_or_else(|| {
+            Status::unimplemented(
+                "this plugin runs in node mode; controller calls go to the controller",
+            )
+        })
+    }
+}
+
+fn invalid(field: &str, reason: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(format!("invalid {field}: {reason}"))
+}
+
+fn param_status(e: crate::params::ParamError) -> Status {
+    Status::invalid_argument(e.to_string())
+}
+
+/// Access modes this driver serves: any, since a gluster volume is a shared filesystem.
+fn check_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Status> {
+    if caps.is_empty() {
+        return Err(invalid("volume_capabilities", "at least one is required"));
+    }
+    for (i, c) in caps.iter().enumerate() {
+        match &c.access_type {
+            Some(csi::volume_capability::AccessType::Mount(_)) => {}
+            Some(csi::volume_capability::AccessType::Block(_)) => {
+                return Err(invalid(
+                    &format!("volume_capabilities[{i}]"),
+                    "block access is not supported; gluster volumes are filesystems",
+                ))
+            }
+            None => {
+                return Err(invalid(
+                    &format!("volume_capabilities[{i}].access_type"),
+                    "is required",
+                ))
+            }
+        }
+        let mode = c.access_mode.as_ref().map(|m| m.mode).unwrap_or(0);
+        match Mode::try_from(mode) {
+            Ok(Mode::Unknown) | Err(_) => {
+                return Err(invalid(
+                    &format!("volume_capabilities[{i}].access_mode"),
+                    "is required",
+                ))
+            }
+            Ok(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn required_bytes(range: Option<&csi::CapacityRange>) -> Result<u64, Status> {
+    let Some(r) = range else {
+        return Ok(DEFAULT_SIZE);
+    };
+    if r.required_bytes < 0 || r.limit_bytes < 0 {
+        return Err(invalid("capacity_range", "sizes cannot be negative"));
+    }
+    let (req, lim) = (r.required_bytes as u64, r.limit_bytes as u64);
+    if lim != 0 && req > lim {
+        return Err(Status::out_of_range(format!(
+            "required_bytes {req} is above limit_bytes {lim}"
+        )));
+    }
+    Ok(match (req, lim) {
+        (0, 0) => DEFAULT_SIZE,
+        (0, lim) => lim.min(DEFAULT_SIZE),
+        (req, _) => req,
+    })
+}
+
+fn context(
+    pool: &ObjectKey,
+    volume: &str,
+    servers: &[String],
+    dir: &str,
+) -> HashMap<String, String> {
+    HashMap::from([
+        ("pool".to_string(), pool.to_string()),
+        ("glusterVolume".to_string(), volume.to_string()),
+        ("servers".to_string(), servers.join(",")),
+        ("subdir".to_string(), dir.to_string()),
+    ])
+}
+
+#[tonic::async_trait]
+impl<P: PoolResolver> csi::identity_server::Identity for Driver<P> {
+    async fn get_plugin_info(
+        &self,
+        _: Request<csi::GetPluginInfoRequest>,
+    ) -> Reply<csi::GetPluginInfoResponse> {
+        Ok(Response::new(csi::GetPluginInfoResponse {
+            name: DRIVER_NAME.into(),
+            vendor_version: env!("CARGO_PKG_VERSION").into(),
+            manifest: HashMap::new(),
+        }))
+    }
+
+    async fn get_plugin_capabilities(
+        &self,
+        _: Request<csi::GetPluginCapabilitiesRequest>,
+    ) -> Reply<csi::GetPluginCapabilitiesResponse> {
+        use csi::plugin_capability::{
+            service::Type as S, volume_expansion::Type as E, Service, Type, VolumeExpansion,
+        };
+        let mut caps = vec![csi::PluginCapability {
+            r#type: Some(Type::VolumeExpansion(VolumeExpansion {
+                r#type: E::Online as i32,
+            })),
+        }];
+        if self.pools.is_some() {
+            caps.push(csi::PluginCapability {
+                r#type: Some(Type::Service(Service {
+                    r#type: S::ControllerService as i32,
+                })),
+            });
+        }
+        Ok(Response::new(csi::GetPluginCapabilitiesResponse {
+            capabilities: caps,
+        }))
+    }
+
+    async fn probe(&self, _: Request<csi::ProbeRequest>) -> Reply<csi::ProbeResponse> {
+        Ok(Response::new(csi::ProbeResponse {
+            ready: Some(self.ready.load(Ordering::Relaxed)),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl<P: PoolResolver> csi::controller_server::Controller for Driver<P> {
+    async fn create_volume(
+        &self,
+        req: Request<csi::CreateVolumeRequest>,
+    ) -> Reply<csi::CreateVolumeResponse> {
+        let req = req.into_inner();
+        if req.name.is_empty() {
+            return Err(invalid("name", "is required"));
+        }
+        check_capabilities(&req.volume_capabilities)?;
+        if req.volume_content_source.is_some() {
+            return Err(invalid(
+                "volume_content_source",
+                "snapshots and clones are not supported",
+            ));
+        }
+        let bytes = required_bytes(req.capacity_range.as_ref())?;
+        let pool_key = match Provisioning::from_parameters(&req.parameters).map_err(param_status)? {
+            Provisioning::Subdir { pool } => pool,
+            Provisioning::Dedicated { .. } => {
+                return Err(Status::unimplemented(
+                    "parameters.mode: dedicated volumes are not available yet; use subdir",
+                ))
+            }
+        };
+        let dir = dir_for_name(&req.name).map_err(param_status)?;
+        let id = VolumeId::Subdir {
+            pool: pool_key.clone(),
+            dir: dir.clone(),
+        };
+        let _guard = self.locks.try_lock(&id.to_string())?;
+        tracing::info!(name = %req.name, volume_id = %id, bytes, "CreateVolume");
+        let mut pool = self.pools()?.resolve(&pool_key).await?;
+        pool.create_dir(&pool_key, &dir, bytes).await?;
+        Ok(Response::new(csi::CreateVolumeResponse {
+            volume: Some(csi::Volume {
+                capacity_bytes: bytes as i64,
+                volume_id: id.to_string(),
+                volume_context: context(&pool_key, &pool.volume, &pool.servers, &dir),
+                content_source: None,
+                accessible_topology: vec![],
+            }),
+        }))
+    }
+
+    async fn delete_volume(
+        &self,
+        req: Request<csi::DeleteVolumeRequest>,
+    ) -> Reply<csi::DeleteVolumeResponse> {
+        let req = req.into_inner();
+        if req.volume_id.is_empty() {
+            return Err(invalid("volume_id", "is required"));
+        }
+        // An ID this driver never made cannot exist: deleting it is a success.
+        let Ok(id) = VolumeId::parse(&req.volume_id) else {
+            return Ok(Response::new(csi::DeleteVolumeResponse {}));
+        };
+        let _guard = self.locks.try_lock(&req.volume_id)?;
+        tracing::info!(volume_id = %id, "DeleteVolume");
+        match id {
+            VolumeId::Subdir { pool, dir } => {
+                let mut p = match self.pools()?.resolve(&pool).await {
+                    Ok(p) => p,
+                    Err(s) if s.code() == tonic::Code::NotFound => {
+                        return Ok(Response::new(csi::DeleteVolumeResponse {}))
+                    }
+                    Err(s) => return Err(s),
+                };
+                p.delete_dir(&pool, &dir).await?;
+            }
+            VolumeId::Dedicated { .. } => {
+                return Err(Status::unimplemented(
+                    "dedicated volumes are not available yet",
+                ));
+            }
+        }
+        Ok(Response::new(csi::DeleteVolumeResponse {}))
+    }
+
+    async fn controller_publish_volume(
+        &self,
+        _: Request<csi::ControllerPublishVolumeRequest>,
+    ) -> Reply<csi::ControllerPublishVolumeResponse> {
+        Err(Status::unimplemented(
+            "no attach step: gluster volumes are mounted by the node plugin",
+        ))
+    }
+
+    async fn controller_unpublish_volume(
+        &self,
+        _: Request<csi::ControllerUnpublishVolumeRequest>,
+    ) -> Reply<csi::ControllerUnpublishVolumeResponse> {
+        Err(Status::unimplemented(
+            "no attach step: gluster volumes are mounted by the node plugin",
+        ))
+    }
+
+    async fn validate_volume_capabilities(
+        &self,
+        req: Request<csi::ValidateVolumeCapabilitiesRequest>,
+    ) -> Reply<csi::ValidateVolumeCapabilitiesResponse> {
+        let req = req.into_inner();
+        if req.volume_id.is_empty() {
+            return Err(invalid("volume_id", "is required"));
+        }
+        let id = VolumeId::parse(&req.volume_id)
+            .map_err(|_| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
+        check_capabilities(&req.volume_capabilities)?;
+        let VolumeId::Subdir { pool, dir } = &id else {
+            return Err(Status::unimplemented(
+                "dedicated volumes are not available yet",
+            ));
+        };
+        let mut p = self.pools()?.resolve(pool).await?;
+        if !p.dirs(pool).await?.iter().any(|(d, _)| d == dir) {
+            return Err(Status::not_found(format!("volume {id} does not exist")));
+        }
+        Ok(Response::new(csi::ValidateVolumeCapabilitiesResponse {
+            confirmed: Some(csi::validate_volume_capabilities_response::Confirmed {
+                volume_context: req.volume_context,
+                volume_capabilities: req.volume_capabilities,
+                parameters: req.parameters,
+                mutable_parameters: HashMap::new(),
+            }),
+            message: String::new(),
+        }))
+    }
+
+    async fn list_volumes(
+        &self,
+        req: Request<csi::ListVolumesRequest>,
+    ) -> Reply<csi::ListVolumesResponse> {
+        let req = req.into_inner();
+        if req.max_entries < 0 {
+            return Err(invalid("max_entries", "cannot be negative"));
+        }
+        let start: usize = if req.starting_token.is_empty() {
+            0
+        } else {
+            req.starting_token.parse().map_err(|_| {
+                Status::aborted(format!(
+                    "starting_token {:?} is not one this driver gave",
+                    req.starting_token
+                ))
+            })?
+        };
+        let mut all = Vec::new();
+        for key in self.pools()?.pools().await? {
+            let mut p = self.pools()?.resolve(&key).await?;
+            let mut dirs = p.dirs(&key).await?;
+            dirs.sort();
+            for (dir, bytes) in dirs {
+                all.push(csi::Volume {
+                    capacity_bytes: bytes as i64,
+                    volume_id: VolumeId::Subdir {
+                        pool: key.clone(),
+                        dir: dir.clone(),
+                    }
+                    .to_string(),
+                    volume_context: context(&key, &p.volume, &p.servers, &dir),
+                    content_source: None,
+                    accessible_topology: vec![],
+                });
+            }
+        }
+        if start > all.len() {
+            return Err(Status::aborted(format!(
+                "starting_token {start} is past the {} volumes",
+                all.len()
+            )));
+        }
+        let take = if req.max_entries == 0 {
+            usize::MAX
+        } else {
+            req.max_entries as usize
+        };
+        let end = start.saturating_add(take).min(all.len());
+        let next_token = if end < all.len() {
+            end.to_string()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(csi::ListVolumesResponse {
+            entries: all[start..end]
+                .iter()
+                .cloned()
+                .map(|v| csi::list_volumes_response::Entry {
+                    volume: Some(v),
+                    status: None,
+                })
+                .collect(),
+            next_token,
+        }))
+    }
+
+    async fn controller_list_volume_health(
+        &self,
+        _: Request<csi::ControllerListVolumeHealthRequest>,
+    ) -> Reply<csi::ControllerListVolumeHealthResponse> {
+        Err(Status::unimplemented(
+            "volume health is reported by the node plugin",
+        ))
+    }
+
+    async fn controller_get_volume_health(
+        &self,
+        _: Request<csi::ControllerGetVolumeHealthRequest>,
+    ) -> Reply<csi::ControllerGetVolumeHealthResponse> {
+        Err(Status::unimplemented(
+            "volume health is reported by the node plugin",
+        ))
+    }
+
+    async fn get_capacity(
+        &self,
+        req: Request<csi::GetCapacityRequest>,
+    ) -> Reply<csi::GetCapacityResponse> {
+        let req = req.into_inner();
+        if let Some(caps) =
+            (!req.volume_capabilities.is_empty()).then_some(&req.volume_capabilities)
+        {
+            check_capabilities(caps)?;
+        }
+        // Without parameters: the largest volume any pool can still take.
+        let pools = if req.parameters.is_empty() {
+            self.pools()?.pools().await?
+        } else {
+            match Provisioning::from_parameters(&req.parameters).map_err(param_status)? {
+                Provisioning::Subdir { pool } => vec![pool],
+                Provisioning::Dedicated { .. } => {
+                    return Err(Status::unimplemented(
+                        "parameters.mode: dedicated volumes are not available yet",
+                    ))
+                }
+            }
+        };
+        let mut free = 0;
+        for pool in &pools {
+            let mut p = self.pools()?.resolve(pool).await?;
+            free = free.max(p.free_bytes(pool).await?);
+        }
+        Ok(Response::new(csi::GetCapacityResponse {
+            available_capacity: free as i64,
+            maximum_volume_size: Some(free as i64),
+            minimum_volume_size: None,
+        }))
+    }
+
+    async fn controller_get_capabilities(
+        &self,
+        _: Request<csi::ControllerGetCapabilitiesRequest>,
+    ) -> Reply<csi::ControllerGetCapabilitiesResponse> {
+        let caps = [
+            CtrlCap::CreateDeleteVolume,
+            CtrlCap::ListVolumes,
+            CtrlCap::GetCapacity,
+            CtrlCap::ExpandVolume,
+            CtrlCap::SingleNodeMultiWriter,
+        ]
+        .into_iter()
+        .map(|t| csi::ControllerServiceCapability {
+            r#type: Some(csi::controller_service_capability::Type::Rpc(
+                csi::controller_service_capability::Rpc { r#type: t as i32 },
+            )),
+        })
+        .collect();
+        Ok(Response::new(csi::ControllerGetCapabilitiesResponse {
+            capabilities: caps,
+        }))
+    }
+
+    async fn create_snapshot(
+        &self,
+        _: Request<csi::CreateSnapshotRequest>,
+    ) -> Reply<csi::CreateSnapshotResponse> {
+        Err(Status::unimplemented("snapshots are not supported"))
+    }
+
+    async fn delete_snapshot(
+        &self,
+        _: Request<csi::DeleteSnapshotRequest>,
+    ) -> Reply<csi::DeleteSnapshotResponse> {
+        Err(Status::unimplemented("snapshots are not supported"))
+    }
+
+    async fn list_snapshots(
+        &self,
+        _: Request<csi::ListSnapshotsRequest>,
+    ) -> Reply<csi::ListSnapshotsResponse> {
+        Err(Status::unimplemented("snapshots are not supported"))
+    }
+
+    async fn get_snapshot(
+        &self,
+        _: Request<csi::GetSnapshotRequest>,
+    ) -> Reply<csi::GetSnapshotResponse> {
+        Err(Status::unimplemented("snapshots are not supported"))
+    }
+
+    async fn controller_expand_volume(
+        &self,
+        req: Request<csi::ControllerExpandVolumeRequest>,
+    ) -> Reply<csi::ControllerExpandVolumeResponse> {
+        let req = req.into_inner();
+        if req.volume_id.is_empty() {
+            return Err(invalid("volume_id", "is required"));
+        }
+        let id = VolumeId::parse(&req.volume_id)
+            .map_err(|_| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
+        let bytes = required_bytes(req.capacity_range.as_ref())?;
+        let _guard = self.locks.try_lock(&req.volume_id)?;
+        let VolumeId::Subdir { pool, dir } = &id else {
+            return Err(Status::unimplemented(
+                "dedicated volumes are not available yet",
+            ));
+        };
+        tracing::info!(volume_id = %id, bytes, "ControllerExpandVolume");
+        let mut p = self.pools()?.resolve(pool).await?;
+        let current = p
+            .dirs(pool)
+            .await?
+            .into_iter()
+            .find(|(d, _)| d == dir)
+            .map(|(_, b)| b);
+        let Some(current) = current else {
+            return Err(Status::not_found(format!("volume {id} does not exist")));
+        };
+        let size = bytes.max(current);
+        if size > current {
+            p.expand_dir(pool, dir, size).await?;
+        }
+        // The quota applies on the server; mounted pods see the new size without a node step.
+        Ok(Response::new(csi::ControllerExpandVolumeResponse {
+            capacity_bytes: size as i64,
+            node_expansion_required: false,
+        }))
+    }
+
+    async fn controller_get_volume(
+        &self,
+        _: Request<csi::ControllerGetVolumeRequest>,
+    ) -> Reply<csi::ControllerGetVolumeResponse> {
+        Err(Status::unimplemented("GetVolume is not offered"))
+    }
+
+    async fn controller_modify_volume(
+        &self,
+        _: Request<csi::ControllerModifyVolumeRequest>,
+    ) -> Reply<csi::ControllerModifyVolumeResponse> {
+        Err(Status::unimplemented("ModifyVolume is not offered"))
+    }
+}
+
+fn mount_source(ctx: &HashMap<String, String>) -> Result<MountSource, Status> {
+    let get = |k: &str| {
+        ctx.get(k)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| invalid(&format!("volume_context.{k}"), "is required"))
+    };
+    Ok(MountSource {
+        servers: get("servers")?.split(',').map(str::to_string).collect(),
+        volume: get("glusterVolume")?.clone(),
+        subdir: ctx.get("subdir").filter(|s| !s.is_empty()).cloned(),
+    })
+}
+
+fn mount_flags(cap: Option<&csi::VolumeCapability>) -> Result<Vec<String>, Status> {
+    let cap = cap.ok_or_else(|| invalid("volume_capability", "is required"))?;
+    check_capabilities(std::slice::from_ref(cap))?;
+    Ok(match &cap.access_type {
+        Some(csi::volume_capability::AccessType::Mount(m)) => m.mount_flags.clone(),
+        _ => Vec::new(),
+    })
+}
+
+fn path_arg(field: &str, p: &str) -> Result<PathBuf, Status> {
+    let path = PathBuf::from(p);
+    if p.is_empty() || !path.is_absolute() {
+        return Err(invalid(field, format!("{p:?} must be an absolute path")));
+    }
+    Ok(path)
+}
+
+fn mount_err(e: mount::MountError) -> Status {
+    match e {
+        mount::MountError::Invalid { .. } => Status::invalid_argument(e.to_string()),
+        other => Status::internal(other.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
+    async fn node_stage_volume(
+        &self,
+        req: Request<csi::NodeStageVolumeRequest>,
+    ) -> Reply<csi::NodeStageVolumeResponse> {
+        let req = req.into_inner();
+        if req.volume_id.is_empty() {
+            return Err(invalid("volume_id", "is required"));
+        }
+        let staging = path_arg("staging_target_path", &req.staging_target_path)?;
+        let flags = mount_flags(req.volume_capability.as_ref())?;
+        let source = mount_source(&req.volume_context)?;
+        let _guard = self.locks.try_lock(&req.volume_id)?;
+        if mount::is_mounted(&staging).map_err(mount_err)? {
+            return Ok(Response::new(csi::NodeStageVolumeResponse {}));
+        }
+        std::fs::create_dir_all(&staging)
+            .map_err(|e| Status::internal(format!("creating {}: {e}", staging.display())))?;
+        std::fs::create_dir_all(&self.log_dir)
+            .map_err(|e| Status::internal(format!("creating {}: {e}", self.log_dir.display())))?;
+        let log = self
+            .log_dir
+            .join(format!("{}.log", req.volume_id.replace('/', "_")));
+        tracing::info!(volume_id = %req.volume_id, staging = %staging.display(), "NodeStageVolume");
+        self.mounter
+            .mount(&source, &staging, &log, &flags)
+            .await
+            .map_err(mount_err)?;
+        Ok(Response::new(csi::NodeStageVolumeResponse {}))
+    }
+
+    async fn node_unstage_volume(
+        &self,
+        req: Request<csi::NodeUnstageVolumeRequest>,
+    ) -> Reply<csi::NodeUnstageVolumeResponse> {
+        let req = req.into_inner();
+        if req.volume_id.is_empty() {
+            return Err(invalid("volume_id", "is required"));
+        }
+        let staging = path_arg("staging_target_path", &req.staging_target_path)?;
+        let _guard = self.locks.try_lock(&req.volume_id)?;
+        tracing::info!(volume_id = %req.volume_id, "NodeUnstageVolume");
+        mount::unmount(&staging).map_err(mount_err)?;
+        Ok(Response::new(csi::NodeUnstageVolumeResponse {}))
+    }
+
+    async fn node_publish_volume(
+        &self,
+        req: Request<csi::NodePublishVolumeRequest>,
+    ) -> Reply<csi::NodePublishVolumeResponse> {
+        let req = req.into_inner();
+        if req.volume_id.is_empty() {
+            return Err(invalid("volume_id", "is required"));
+        }
+        let target = path_arg("target_path", &req.target_path)?;
+        let staging = path_arg("staging_target_path", &req.staging_target_path)?;
+        mount_flags(req.volume_capability.as_ref())?;
+        let _guard = self.locks.try_lock(&req.volume_id)?;
+        if !mount::is_mounted(&staging).map_err(mount_err)? {
+            return Err(Status::failed_precondition(format!(
+                "volume {} is not staged at {}",
+                req.volume_id,
+                staging.display()
+            )));
+        }
+        if mount::is_mounted(&target).map_err(mount_err)? {
+            return Ok(Response::new(csi::NodePublishVolumeResponse {}));
+        }
+        let mode = req
+            .volume_capability
+            .as_ref()
+            .and_then(|c| c.access_mode.as_ref())
+            .map(|m| m.mode)
+            .unwrap_or(0);
+        let single_writer = mode == Mode::SingleNodeSingleWriter as i32 && !req.readonly;
+        {
+            let published = self.published.lock().unwrap_or_else(|p| p.into_inner());
+            let elsewhere: Vec<&PathBuf> = published
+                .get(&req.volume_id)
+                .into_iter()
+                .flatten()
+                .filter(|t| **t != target)
+                .collect();
+            if single_writer && !elsewhere.is_empty() {
+                return Err(Status::failed_precondition(format!(
+                    "volume {} is single-writer and already published at {}",
+                    req.volume_id,
+                    elsewhere[0].display()
+                )));
+            }
+        }
+        std::fs::create_dir_all(&target)
+            .map_err(|e| Status::internal(format!("creating {}: {e}", target.display())))?;
+        tracing::info!(volume_id = %req.volume_id, target = %target.display(), readonly = req.readonly, "NodePublishVolume");
+        mount::bind(&staging, &target, req.readonly).map_err(mount_err)?;
+        self.published
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(req.volume_id.clone())
+            .or_default()
+            .push(target);
+        Ok(Response::new(csi::NodePublishVolumeResponse {}))
+    }
+
+    async fn node_unpublish_volume(
+        &self,
+        req: Request<csi::NodeUnpublishVolumeRequest>,
+    ) -> Reply<csi::NodeUnpublishVolumeResponse> {
+        let req = req.into_inner();
+        if req.volume_id.is_empty() {
+            return Err(invalid("volume_id", "is required"));
+        }
+        let target = path_arg("target_path", &req.target_path)?;
+        let _guard = self.locks.try_lock(&req.volume_id)?;
+        tracing::info!(volume_id = %req.volume_id, target = %target.display(), "NodeUnpublishVolume");
+        mount::unmount(&target).map_err(mount_err)?;
+        if let Some(list) = self
+            .published
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&req.volume_id)
+        {
+            list.retain(|t| *t != target);
+        }
+        match std::fs::remove_dir(&target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(Status::internal(format!(
+                    "removing {}: {e}",
+                    target.display()
+                )))
+            }
+        }
+        Ok(Response::new(csi::NodeUnpublishVolumeResponse {}))
+    }
+
+    async fn node_get_volume_stats(
+        &self,
+        req: Request<csi::NodeGetVolumeStatsRequest>,
+    ) -> Reply<csi::NodeGetVolumeStatsResponse> {
+        let req = req.into_inner();
+        if req.volume_id.is_empty() {
+            return Err(invalid("volume_id", "is required"));
+        }
+        if req.volume_path.is_empty() {
+            return Err(invalid("volume_path", "is required"));
+        }
+        let path = PathBuf::from(&req.volume_path);
+        if !path.is_absolute() || !path.exists() {
+            return Err(Status::not_found(format!(
+                "{} does not exist on this node",
+                path.display()
+            )));
+        }
+        let st = nix::sys::statvfs::statvfs(&path)
+            .map_err(|e| Status::internal(format!("statvfs {}: {e}", path.display())))?;
+        let frag = st.fragment_size() as i64;
+        let usage =
+            |unit: csi::volume_usage::Unit, total: i64, avail: i64, free: i64| csi::VolumeUsage {
+                available: avail,
+                total,
+                used: total - free,
+                unit: unit as i32,
+            };
+        Ok(Response::new(csi::NodeGetVolumeStatsResponse {
+            usage: vec![
+                usage(
+                    csi::volume_usage::Unit::Bytes,
+                    st.blocks() as i64 * frag,
+                    st.blocks_available() as i64 * frag,
+                    st.blocks_free() as i64 * frag,
+                ),
+                usage(
+                    csi::volume_usage::Unit::Inodes,
+                    st.files() as i64,
+                    st.files_available() as i64,
+                    st.files_free() as i64,
+                ),
+            ],
+        }))
+    }
+
+    async fn node_get_volume_health(
+        &self,
+        req: Request<csi::NodeGetVolumeHealthRequest>,
+    ) -> Reply<csi::NodeGetVolumeHealthResponse> {
+        let req = req.into_inner();
+        if req.volume_id.is_empty() {
+            return Err(invalid("volume_id", "is required"));
+        }
+        // The paths asked about, or else every target this plugin published the volume at.
+        let paths: Vec<PathBuf> = [&req.volume_publish_path, &req.staging_target_path]
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .chain(
+                if req.volume_publish_path.is_empty() && req.staging_target_path.is_empty() {
+                    self.published
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&req.volume_id)
+                        .cloned()
+                        .unwrap_or_default()
+                } else {
+                    Vec::new()
+                },
+            )
+            .collect();
+        let entries = paths
+            .iter()
+            .filter_map(|p| health(p))
+            .map(
+                |(status, reason, message)| csi::volume_health::VolumeHealthEntry {
+                    status: status as i32,
+                    reason: reason.into(),
+                    message,
+                },
+            )
+            .collect();
+        Ok(Response::new(csi::NodeGetVolumeHealthResponse {
+            volume_health: Some(csi::VolumeHealth {
+                volume_id: req.volume_id,
+                health_statuses: entries,
+            }),
+        }))
+    }
+
+    async fn node_get_storage_health(
+        &self,
+        _: Request<csi::NodeGetStorageHealthRequest>,
+    ) -> Reply<csi::NodeGetStorageHealthResponse> {
+        Err(Status::unimplemented(
+            "storage health is reported per volume",
+        ))
+    }
+
+    async fn node_expand_volume(
+        &self,
+        req: Request<csi::NodeExpandVolumeRequest>,
+    ) -> Reply<csi::NodeExpandVolumeResponse> {
+        let req = req.into_inner();
+        if req.volume_id.is_empty() {
+            return Err(invalid("volume_id", "is required"));
+        }
+        if req.volume_path.is_empty() {
+            return Err(invalid("volume_path", "is required"));
+        }
+        let path = PathBuf::from(&req.volume_path);
+        if !path.is_absolute() || !path.exists() {
+            return Err(Status::not_found(format!(
+                "{} does not exist on this node",
+                path.display()
+            )));
+        }
+        let st = nix::sys::statvfs::statvfs(&path)
+            .map_err(|e| Status::not_found(format!("{}: {e}", path.display())))?;
+        // Quotas are enforced by the bricks; the mount already shows the new size.
+        Ok(Response::new(csi::NodeExpandVolumeResponse {
+            capacity_bytes: (st.blocks() as u64 * st.fragment_size()) as i64,
+        }))
+    }
+
+    async fn node_get_capabilities(
+        &self,
+        _: Request<csi::NodeGetCapabilitiesRequest>,
+    ) -> Reply<csi::NodeGetCapabilitiesResponse> {
+        let caps = [
+            NodeCap::StageUnstageVolume,
+            NodeCap::GetVolumeStats,
+            NodeCap::ExpandVolume,
+            NodeCap::SingleNodeMultiWriter,
+            NodeCap::GetVolumeHealth,
+        ]
+        .into_iter()
+        .map(|t| csi::NodeServiceCapability {
+            r#type: Some(csi::node_service_capability::Type::Rpc(
+                csi::node_service_capability::Rpc { r#type: t as i32 },
+            )),
+        })
+        .collect();
+        Ok(Response::new(csi::NodeGetCapabilitiesResponse {
+            capabilities: caps,
+        }))
+    }
+
+    async fn node_get_info(
+        &self,
+        _: Request<csi::NodeGetInfoRequest>,
+    ) -> Reply<csi::NodeGetInfoResponse> {
+        Ok(Response::new(csi::NodeGetInfoResponse {
+            node_id: self.node_id.clone(),
+            max_volumes_per_node: 0,
+            accessible_topology: Some(csi::Topology {
+                segments: HashMap::from([(TOPOLOGY_KEY.to_string(), self.node_id.clone())]),
+            }),
+        }))
+    }
+}
+
+/// Why a mounted volume is unhealthy, or None when it answers.
+pub fn health(path: &Path) -> Option<(csi::VolumeHealthErrorType, &'static str, String)> {
+    match nix::sys::statvfs::statvfs(path) {
+        Ok(_) => None,
+        Err(nix::Error::ENOTCONN) => Some((
+            csi::VolumeHealthErrorType::Inaccessible,
+            "TransportEndpointNotConnected",
+            format!(
+                "{}: the gluster client behind this mount is gone",
+                path.display()
+            ),
+        )),
+        Err(nix::Error::ENOENT) => Some((
+            csi::VolumeHealthErrorType::Inaccessible,
+            "NotMounted",
+            format!("{} does not exist", path.display()),
+        )),
+        Err(e) => Some((
+            csi::VolumeHealthErrorType::Degraded,
+            "StatFailed",
+            format!("{}: {e}", path.display()),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_lock_aborts_a_second_caller_and_frees_on_drop() {
+        let locks = OpLocks::default();
+        let g = locks.try_lock("v").unwrap();
+        assert_eq!(
+            locks.try_lock("v").err().unwrap().code(),
+            tonic::Code::Aborted
+        );
+        locks.try_lock("w").unwrap();
+        drop(g);
+        locks.try_lock("v").unwrap();
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(required_bytes(None).unwrap(), DEFAULT_SIZE);
+        let r = |req, lim| {
+            required_bytes(Some(&csi::CapacityRange {
+                required_bytes: req,
+                limit_bytes: lim,
+            }))
+        };
+        assert_eq!(r(5, 0).unwrap(), 5);
+        assert_eq!(r(0, 1 << 20).unwrap(), 1 << 20);
+        assert_eq!(r(10, 5).unwrap_err().code(), tonic::Code::OutOfRange);
+        assert_eq!(r(-1, 0).unwrap_err().code(), tonic::Code::InvalidArgument);
+    }
+
+    #[test]
+    fn capabilities() {
+        let cap = |access, mode: Mode| csi::VolumeCapability {
+            access_type: access,
+            access_mode: Some(csi::volume_capability::AccessMode { mode: mode as i32 }),
+        };
+        let mount = Some(csi::volume_capability::AccessType::Mount(Default::default()));
+        let block = Some(csi::volume_capability::AccessType::Block(Default::default()));
+        check_capabilities(&[cap(mount.clone(), Mode::MultiNodeMultiWriter)]).unwrap();
+        assert!(check_capabilities(&[cap(block, Mode::SingleNodeWriter)])
+            .unwrap_err()
+            .message()
+            .contains("block"));
+        assert!(check_capabilities(&[cap(mount, Mode::Unknown)]).is_err());
+        assert!(check_capabilities(&[]).is_err());
+    }
+}

@@ -1,0 +1,89 @@
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+use gk_csi::driver::Driver;
+use gk_csi::kube_pools::KubePools;
+use gk_csi::mount::Mounter;
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Mode {
+    /// CreateVolume, DeleteVolume, expansion, capacity: one per cluster, beside csi-provisioner.
+    Controller,
+    /// Stage, publish and stats: one per node, in the node plugin DaemonSet.
+    Node,
+}
+
+#[derive(Parser)]
+#[command(version, about = "glusterkube CSI driver")]
+struct Cli {
+    #[arg(long, value_enum)]
+    mode: Mode,
+    /// The CSI socket, as unix:///path or a plain path.
+    #[arg(long, env = "CSI_ENDPOINT", default_value = "unix:///csi/csi.sock")]
+    csi_endpoint: String,
+    /// This node's name (NodeGetInfo and topology).
+    #[arg(long, env = "NODE_NAME", default_value = "")]
+    node_id: String,
+    /// Where the node plugin writes one gluster client log per volume.
+    #[arg(long, env = "GK_LOG_DIR", default_value = "/var/log/glusterkube")]
+    log_dir: PathBuf,
+    /// The brick agents' port.
+    #[arg(long, default_value_t = 24050)]
+    agent_port: u16,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let path = PathBuf::from(
+        cli.csi_endpoint
+            .strip_prefix("unix://")
+            .unwrap_or(&cli.csi_endpoint),
+    );
+    let listener =
+        gk_csi::server::bind(&path).with_context(|| format!("binding {}", path.display()))?;
+    let (pools, node) = match cli.mode {
+        Mode::Controller => {
+            let client = kube::Client::try_default()
+                .await
+                .context("connecting to the Kubernetes API")?;
+            (
+                Some(KubePools {
+                    client,
+                    agent_port: cli.agent_port,
+                }),
+                false,
+            )
+        }
+        Mode::Node => {
+            anyhow::ensure!(
+                !cli.node_id.is_empty(),
+                "--node-id (or NODE_NAME) is required in node mode"
+            );
+            (None, true)
+        }
+    };
+    let driver = Driver::new(cli.node_id, pools, Mounter::default(), cli.log_dir);
+    tracing::info!(endpoint = %path.display(), "serving CSI");
+    gk_csi::server::serve(driver, listener, node, shutdown_signal()).await?;
+    let _ = std::fs::remove_file(&path);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+}

@@ -1,0 +1,437 @@
+//! StorageClass parameters and volume IDs. Every bad parameter is refused naming it.
+
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {field}: {reason}")]
+pub struct ParamError {
+    pub field: String,
+    pub reason: String,
+}
+
+fn bad(field: impl Into<String>, reason: impl Into<String>) -> ParamError {
+    ParamError {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+/// A namespaced reference written `namespace/name`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn parse(field: &str, s: &str) -> Result<Self, ParamError> {
+        let (ns, name) = s
+            .split_once('/')
+            .ok_or_else(|| bad(field, format!("{s:?} must be namespace/name")))?;
+        for part in [ns, name] {
+            let ok = !part.is_empty()
+                && part.len() <= 253
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+                && !part.starts_with(['-', '.'])
+                && !part.ends_with(['-', '.']);
+            if !ok {
+                return Err(bad(
+                    field,
+                    format!("{s:?}: {part:?} is not a Kubernetes name"),
+                ));
+            }
+        }
+        Ok(Self {
+            namespace: ns.into(),
+            name: name.into(),
+        })
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// How a StorageClass provisions volumes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Provisioning {
+    /// A quota'd directory on the pool GlusterVolume.
+    Subdir { pool: ObjectKey },
+    /// A GlusterVolume of its own on the named cluster.
+    Dedicated {
+        cluster: ObjectKey,
+        volume_type: String,
+        replica: Option<u32>,
+        disperse_data: Option<u32>,
+        disperse_redundancy: Option<u32>,
+        brick_count: u32,
+        profile: Option<String>,
+    },
+}
+
+/// Parameters the external-provisioner adds itself (with --extra-create-metadata).
+const PROVISIONER_PREFIX: &str = "csi.storage.k8s.io/";
+
+fn number(field: &str, v: &str, min: u32, max: u32) -> Result<u32, ParamError> {
+    v.parse::<u32>()
+        .ok()
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| {
+            bad(
+                field,
+                format!("{v:?} must be a whole number from {min} to {max}"),
+            )
+        })
+}
+
+impl Provisioning {
+    pub fn from_parameters(params: &HashMap<String, String>) -> Result<Self, ParamError> {
+        let known_subdir = ["mode", "pool"];
+        let known_dedicated = [
+            "mode",
+            "cluster",
+            "type",
+            "replica",
+            "disperseData",
+            "disperseRedundancy",
+            "brickCount",
+            "profile",
+        ];
+        let mode = params.get("mode").map(String::as_str).unwrap_or("subdir");
+        let known: &[&str] = match mode {
+            "subdir" => &known_subdir,
+            "dedicated" => &known_dedicated,
+            other => {
+                return Err(bad(
+                    "parameters.mode",
+                    format!("{other:?} is not a mode; use subdir or dedicated"),
+                ))
+            }
+        };
+        let mut keys: Vec<&String> = params.keys().collect();
+        keys.sort();
+        for k in keys {
+            if !known.contains(&k.as_str()) && !k.starts_with(PROVISIONER_PREFIX) {
+                return Err(bad(
+                    format!("parameters.{k}"),
+                    format!(
+                        "is not a parameter of mode {mode}; known: {}",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        let get = |k: &str| params.get(k).map(String::as_str);
+        match mode {
+            "subdir" => {
+                let pool = get("pool").ok_or_else(|| {
+                    bad(
+                        "parameters.pool",
+                        "is required: the pool GlusterVolume as namespace/name",
+                    )
+                })?;
+                Ok(Self::Subdir {
+                    pool: ObjectKey::parse("parameters.pool", pool)?,
+                })
+            }
+            _ => {
+                let cluster = get("cluster").ok_or_else(|| {
+                    bad(
+                        "parameters.cluster",
+                        "is required: the GlusterCluster as namespace/name",
+                    )
+                })?;
+                let volume_type = get("type").unwrap_or("Replicate").to_string();
+                if !["Distribute", "Replicate", "Arbiter", "Disperse"]
+                    .contains(&volume_type.as_str())
+                {
+                    return Err(bad(
+                        "parameters.type",
+                        format!(
+                            "{volume_type:?} is not Distribute, Replicate, Arbiter or Disperse"
+                        ),
+                    ));
+                }
+                let replica = match (volume_type.as_str(), get("replica")) {
+                    ("Replicate", None) => Some(3),
+                    ("Replicate", Some(v)) => Some(number("parameters.replica", v, 2, 3)?),
+                    (_, Some(_)) => {
+                        return Err(bad("parameters.replica", "is only for type Replicate"))
+                    }
+                    (_, None) => None,
+                };
+                let (data, redundancy) = match (
+                    volume_type.as_str(),
+                    get("disperseData"),
+                    get("disperseRedundancy"),
+                ) {
+                    ("Disperse", d, r) => {
+                        let d = number("parameters.disperseData", d.unwrap_or("2"), 2, 16)?;
+                        let r = number("parameters.disperseRedundancy", r.unwrap_or("1"), 1, 8)?;
+                        if r >= d {
+                            return Err(bad(
+                                "parameters.disperseRedundancy",
+                                format!("{r} must be less than disperseData {d}"),
+                            ));
+                        }
+                        (Some(d), Some(r))
+                    }
+                    (_, None, None) => (None, None),
+                    _ => return Err(bad("parameters.disperseData", "is only for type Disperse")),
+                };
+                let set = match volume_type.as_str() {
+                    "Replicate" => replica.unwrap_or(3),
+                    "Arbiter" => 3,
+                    "Disperse" => data.unwrap_or(2) + redundancy.unwrap_or(1),
+                    _ => 1,
+                };
+                let brick_count = match get("brickCount") {
+                    Some(v) => number("parameters.brickCount", v, 1, 1024)?,
+                    None => set,
+                };
+                if !brick_count.is_multiple_of(set) {
+                    return Err(bad(
+                        "parameters.brickCount",
+                        format!("{brick_count} is not a multiple of the set size {set}"),
+                    ));
+                }
+                let profile = get("profile").map(str::to_string);
+                if let Some(p) = &profile {
+                    if p != "Tuned" && p != "GlusterDefaults" {
+                        return Err(bad(
+                            "parameters.profile",
+                            format!("{p:?} is not Tuned or GlusterDefaults"),
+                        ));
+                    }
+                }
+                Ok(Self::Dedicated {
+                    cluster: ObjectKey::parse("parameters.cluster", cluster)?,
+                    volume_type,
+                    replica,
+                    disperse_data: data,
+                    disperse_redundancy: redundancy,
+                    brick_count,
+                    profile,
+                })
+            }
+        }
+    }
+}
+
+/// A volume ID: everything later calls need, with no lookup.
+///
+/// - `subdir/<pool namespace>/<pool name>/<directory>`
+/// - `dedicated/<namespace>/<GlusterVolume name>`
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum VolumeId {
+    Subdir { pool: ObjectKey, dir: String },
+    Dedicated { volume: ObjectKey },
+}
+
+impl VolumeId {
+    pub fn parse(s: &str) -> Result<Self, ParamError> {
+        let parts: Vec<&str> = s.split('/').collect();
+        match parts.as_slice() {
+            ["subdir", ns, name, dir] => {
+                let pool = ObjectKey::parse("volume_id", &format!("{ns}/{name}"))?;
+                if !valid_dir(dir) {
+                    return Err(bad(
+                        "volume_id",
+                        format!("{dir:?} is not a volume directory"),
+                    ));
+                }
+                Ok(Self::Subdir {
+                    pool,
+                    dir: dir.to_string(),
+                })
+            }
+            ["dedicated", ns, name] => Ok(Self::Dedicated {
+                volume: ObjectKey::parse("volume_id", &format!("{ns}/{name}"))?,
+            }),
+            _ => Err(bad(
+                "volume_id",
+                format!("{s:?} is not a volume ID of this driver"),
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for VolumeId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Subdir { pool, dir } => {
+                write!(f, "subdir/{}/{}/{dir}", pool.namespace, pool.name)
+            }
+            Self::Dedicated { volume } => {
+                write!(f, "dedicated/{}/{}", volume.namespace, volume.name)
+            }
+        }
+    }
+}
+
+fn valid_dir(d: &str) -> bool {
+    !d.is_empty()
+        && d.len() <= 200
+        && d != "."
+        && d != ".."
+        && d.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// The directory (or GlusterVolume) name for a CSI volume name: the name itself when it is
+/// safe, which it is for the external-provisioner's `pvc-<uuid>`; otherwise a hash of it.
+pub fn dir_for_name(name: &str) -> Result<String, ParamError> {
+    if name.is_empty() {
+        return Err(bad("name", "is required"));
+    }
+    let lower = name.to_ascii_lowercase();
+    if valid_dir(&lower)
+        && lower.len() <= 63
+        && lower
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && !lower.contains('_')
+        && !lower.contains('.')
+    {
+        return Ok(lower);
+    }
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    Ok(format!("vol-{h:016x}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn field(r: Result<Provisioning, ParamError>) -> String {
+        r.unwrap_err().field
+    }
+
+    #[test]
+    fn subdir_is_the_default() {
+        let got = Provisioning::from_parameters(&p(&[
+            ("pool", "storage/pool"),
+            ("csi.storage.k8s.io/pvc/name", "x"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            got,
+            Provisioning::Subdir {
+                pool: ObjectKey {
+                    namespace: "storage".into(),
+                    name: "pool".into()
+                }
+            }
+        );
+    }
+
+    #[test]
+    fn dedicated_defaults_and_checks() {
+        let got = Provisioning::from_parameters(&p(&[
+            ("mode", "dedicated"),
+            ("cluster", "s/c"),
+            ("type", "Disperse"),
+        ]))
+        .unwrap();
+        match got {
+            Provisioning::Dedicated {
+                disperse_data,
+                disperse_redundancy,
+                brick_count,
+                ..
+            } => {
+                assert_eq!(
+                    (disperse_data, disperse_redundancy, brick_count),
+                    (Some(2), Some(1), 3)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_named() {
+        assert_eq!(
+            field(Provisioning::from_parameters(&p(&[]))),
+            "parameters.pool"
+        );
+        assert_eq!(
+            field(Provisioning::from_parameters(&p(&[
+                ("pool", "s/p"),
+                ("replica", "3")
+            ]))),
+            "parameters.replica"
+        );
+        assert_eq!(
+            field(Provisioning::from_parameters(&p(&[("pool", "nopool")]))),
+            "parameters.pool"
+        );
+        assert_eq!(
+            field(Provisioning::from_parameters(&p(&[("mode", "fast")]))),
+            "parameters.mode"
+        );
+        let d = |extra: &[(&str, &str)]| {
+            let mut all = vec![("mode", "dedicated"), ("cluster", "s/c")];
+            all.extend_from_slice(extra);
+            Provisioning::from_parameters(&p(&all))
+        };
+        assert_eq!(field(d(&[("type", "Stripe")])), "parameters.type");
+        assert_eq!(field(d(&[("replica", "4")])), "parameters.replica");
+        assert_eq!(
+            field(d(&[("type", "Arbiter"), ("replica", "3")])),
+            "parameters.replica"
+        );
+        assert_eq!(
+            field(d(&[
+                ("type", "Disperse"),
+                ("disperseData", "2"),
+                ("disperseRedundancy", "2")
+            ])),
+            "parameters.disperseRedundancy"
+        );
+        assert_eq!(field(d(&[("brickCount", "4")])), "parameters.brickCount");
+        assert_eq!(field(d(&[("profile", "Fast")])), "parameters.profile");
+        assert_eq!(field(d(&[("pool", "s/p")])), "parameters.pool");
+    }
+
+    #[test]
+    fn volume_ids_round_trip_and_refuse_garbage() {
+        for s in ["subdir/storage/pool/pvc-1234", "dedicated/team-a/pvc-9"] {
+            assert_eq!(VolumeId::parse(s).unwrap().to_string(), s);
+        }
+        for bad in [
+            "",
+            "subdir/a/b",
+            "subdir/a/b/../x",
+            "subdir/a/b/c/d",
+            "other/a/b",
+            "subdir/A/b/c",
+            "subdir/a/b/..",
+        ] {
+            assert!(VolumeId::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn directory_names() {
+        assert_eq!(dir_for_name("pvc-0f3c-11").unwrap(), "pvc-0f3c-11");
+        let odd = dir_for_name("My Volume/../x").unwrap();
+        assert!(odd.starts_with("vol-") && valid_dir(&odd), "{odd}");
+        assert_ne!(odd, dir_for_name("My Volume/../y").unwrap());
+        assert!(dir_for_name("").is_err());
+    }
+}

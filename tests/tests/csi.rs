@@ -1,0 +1,399 @@
+//! The CSI driver against real gluster: csi-sanity over its socket, and our own checks of
+//! RWX sharing, quota enforcement, online expansion, deletion and capacity, all through real
+//! FUSE mounts made from the client network namespace.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use csi::controller_client::ControllerClient;
+use csi::node_client::NodeClient;
+use csi_proto::v1 as csi;
+use gk_agent::proto::{VolumeCreateRequest, VolumeSpec, VolumeType};
+use gk_csi::backend::{Pool, StaticPools};
+use gk_csi::driver::Driver;
+use gk_csi::params::ObjectKey;
+use gk_testenv::agents::AgentSet;
+use gk_testenv::gluster_net::GlusterNet;
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+struct Env {
+    net: GlusterNet,
+    _agents: AgentSet,
+    socket: PathBuf,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn start() -> Env {
+    let net = GlusterNet::start(3).unwrap();
+    let agents = AgentSet::start(&net).await.unwrap();
+    net.form_pool().await.unwrap();
+    let bricks: Vec<String> = net
+        .nodes()
+        .iter()
+        .map(|n| format!("{}:{}/pool", n.address, n.brick_root().display()))
+        .collect();
+    let mut agent = agents.client(0).await.unwrap();
+    agent
+        .volume_create(VolumeCreateRequest {
+            spec: Some(VolumeSpec {
+                name: "pool".into(),
+                r#type: VolumeType::Replicate as i32,
+                replica: 3,
+                bricks,
+                ..Default::default()
+            }),
+            start: true,
+        })
+        .await
+        .unwrap();
+    let pool = Pool {
+        agent,
+        volume: "pool".into(),
+        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
+    };
+    let key = ObjectKey {
+        namespace: "storage".into(),
+        name: "pool".into(),
+    };
+    let pools = StaticPools {
+        pools: Arc::new(HashMap::from([(key, pool)])),
+    };
+    let socket = net.scratch_dir("csi").unwrap().join("csi.sock");
+    let listener = gk_csi::server::bind(&socket).unwrap();
+    let driver = Driver::new(
+        "node-1".into(),
+        Some(pools),
+        net.client_mounter(),
+        net.scratch_dir("csi-logs").unwrap(),
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let stop = async {
+            let _ = rx.await;
+        };
+        gk_csi::server::serve(driver, listener, true, stop)
+            .await
+            .unwrap();
+    });
+    Env {
+        net,
+        _agents: agents,
+        socket,
+        _stop: tx,
+    }
+}
+
+async fn channel(socket: &Path) -> Channel {
+    let socket = socket.to_path_buf();
+    Endpoint::try_from("http://[::]:50051")
+        .unwrap()
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let socket = socket.clone();
+            async move {
+                Ok::<_, std::io::Error>(TokioIo::new(
+                    tokio::net::UnixStream::connect(socket).await?,
+                ))
+            }
+        }))
+        .await
+        .unwrap()
+}
+
+fn params() -> HashMap<String, String> {
+    HashMap::from([("pool".to_string(), "storage/pool".to_string())])
+}
+
+fn rwx() -> csi::VolumeCapability {
+    csi::VolumeCapability {
+        access_type: Some(csi::volume_capability::AccessType::Mount(Default::default())),
+        access_mode: Some(csi::volume_capability::AccessMode {
+            mode: csi::volume_capability::access_mode::Mode::MultiNodeMultiWriter as i32,
+        }),
+    }
+}
+
+fn csi_sanity() -> PathBuf {
+    let cache = std::env::var("GK_CACHE").unwrap_or_else(|_| "/var/cache/glusterkube".into());
+    let bin = PathBuf::from(cache).join("bin/csi-sanity");
+    assert!(
+        bin.exists(),
+        "{} is missing: run tests/env/install-tools.sh",
+        bin.display()
+    );
+    bin
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn csi_sanity_passes_against_real_gluster() {
+    let env = start().await;
+    let dir = env.net.scratch_dir("sanity").unwrap();
+    std::fs::write(dir.join("params.yaml"), "pool: storage/pool\n").unwrap();
+    let report = dir.join("junit.xml");
+    let out = tokio::process::Command::new(csi_sanity())
+        .arg(format!("-csi.endpoint=unix://{}", env.socket.display()))
+        .arg(format!("-csi.stagingdir={}", dir.join("staging").display()))
+        .arg(format!("-csi.mountdir={}", dir.join("target").display()))
+        .arg(format!(
+            "-csi.testvolumeparameters={}",
+            dir.join("params.yaml").display()
+        ))
+        .arg("-csi.testvolumesize=104857600")
+        .arg("-csi.testvolumeexpandsize=209715200")
+        .arg("-ginkgo.timeout=15m")
+        .arg("-ginkgo.no-color")
+        .arg(format!("-ginkgo.junit-report={}", report.display()))
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("Passed") || l.contains("FAIL") || l.contains("Ran "))
+        .collect();
+    eprintln!("csi-sanity: {}", summary.join("\n"));
+    assert!(
+        out.status.success(),
+        "csi-sanity failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let junit = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        junit.contains("failures=\"0\""),
+        "junit report shows failures"
+    );
+    // Name every skipped spec, so the README's list can be checked against a run.
+    for case in junit.split("<testcase ").skip(1) {
+        let name = case
+            .split("name=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("?");
+        let body = case.split("</testcase>").next().unwrap_or("");
+        if body.contains("<skipped") {
+            eprintln!("csi-sanity skipped: {name}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rwx_quota_expansion_deletion_and_capacity() {
+    let env = start().await;
+    let ch = channel(&env.socket).await;
+    let mut ctrl = ControllerClient::new(ch.clone());
+    let mut node = NodeClient::new(ch);
+    const SIZE: i64 = 20 << 20;
+
+    let cap = |ctrl: &mut ControllerClient<Channel>| {
+        let mut c = ctrl.clone();
+        async move {
+            c.get_capacity(csi::GetCapacityRequest {
+                parameters: params(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .available_capacity
+        }
+    };
+    let before = cap(&mut ctrl).await;
+    let create = csi::CreateVolumeRequest {
+        name: "pvc-rwx".into(),
+        capacity_range: Some(csi::CapacityRange {
+            required_bytes: SIZE,
+            limit_bytes: 0,
+        }),
+        volume_capabilities: vec![rwx()],
+        parameters: params(),
+        ..Default::default()
+    };
+    let vol = ctrl
+        .create_volume(create.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    assert_eq!(vol.capacity_bytes, SIZE);
+    // Idempotent by name; a different size under the same name is a conflict.
+    let again = ctrl
+        .create_volume(create.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    assert_eq!(again.volume_id, vol.volume_id);
+    let conflict = ctrl
+        .create_volume(csi::CreateVolumeRequest {
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: 2 * SIZE,
+                limit_bytes: 0,
+            }),
+            ..create.clone()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(conflict.code(), tonic::Code::AlreadyExists, "{conflict:?}");
+    let after = cap(&mut ctrl).await;
+    assert!(
+        after <= before - SIZE,
+        "GetCapacity did not fall: {before} -> {after}"
+    );
+    let bad = ctrl
+        .create_volume(csi::CreateVolumeRequest {
+            name: "x".into(),
+            parameters: HashMap::from([
+                ("pool".into(), "storage/pool".into()),
+                ("speed".into(), "fast".into()),
+            ]),
+            volume_capabilities: vec![rwx()],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    assert!(
+        bad.message().contains("parameters.speed"),
+        "{}",
+        bad.message()
+    );
+
+    // Stage once, publish twice (two pods): each sees the other's writes.
+    let base = env.net.scratch_dir("kubelet").unwrap();
+    let staging = base.join("staging");
+    let targets = [base.join("pod-a"), base.join("pod-b")];
+    node.node_stage_volume(csi::NodeStageVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        staging_target_path: staging.display().to_string(),
+        volume_capability: Some(rwx()),
+        volume_context: vol.volume_context.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for t in &targets {
+        node.node_publish_volume(csi::NodePublishVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            staging_target_path: staging.display().to_string(),
+            target_path: t.display().to_string(),
+            volume_capability: Some(rwx()),
+            volume_context: vol.volume_context.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    std::fs::write(targets[0].join("from-a"), b"hello from a").unwrap();
+    std::fs::write(targets[1].join("from-b"), b"hello from b").unwrap();
+    assert_eq!(
+        std::fs::read(targets[1].join("from-a")).unwrap(),
+        b"hello from a"
+    );
+    assert_eq!(
+        std::fs::read(targets[0].join("from-b")).unwrap(),
+        b"hello from b"
+    );
+
+    // df in the pod shows the PV size; a write past it fails with EDQUOT.
+    let size_seen = |p: &Path| {
+        let st = nix::sys::statvfs::statvfs(p).unwrap();
+        st.blocks() as u64 * st.fragment_size()
+    };
+    assert_eq!(size_seen(&targets[0]), SIZE as u64);
+    let stats = node
+        .node_get_volume_stats(csi::NodeGetVolumeStatsRequest {
+            volume_id: vol.volume_id.clone(),
+            volume_path: targets[0].display().to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(stats.usage[0].total, SIZE);
+    let mut f = std::fs::File::create(targets[0].join("fill")).unwrap();
+    let chunk = vec![7u8; 1 << 20];
+    let mut written = 0;
+    let err = loop {
+        match f.write_all(&chunk).and_then(|_| f.sync_data()) {
+            Ok(()) => written += 1,
+            Err(e) => break e,
+        }
+        assert!(written <= 80, "wrote {written} MiB into a 20 MiB volume");
+    };
+    assert_eq!(err.raw_os_error(), Some(nix::libc::EDQUOT), "{err}");
+    drop(f);
+
+    // Online expansion: the mounted volume grows and takes writes again.
+    let grown = ctrl
+        .controller_expand_volume(csi::ControllerExpandVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: 2 * SIZE,
+                limit_bytes: 0,
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (grown.capacity_bytes, grown.node_expansion_required),
+        (2 * SIZE, false)
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while size_seen(&targets[1]) != 2 * SIZE as u64 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "df never showed the expanded size"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    std::fs::write(targets[1].join("after-expand"), vec![1u8; 4 << 20])
+        .expect("writing after expansion");
+
+    // Unpublish, unstage (twice: "not mounted" is success), delete: the data goes with the PV.
+    for t in &targets {
+        for _ in 0..2 {
+            node.node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
+                volume_id: vol.volume_id.clone(),
+                target_path: t.display().to_string(),
+            })
+            .await
+            .unwrap();
+        }
+    }
+    for _ in 0..2 {
+        node.node_unstage_volume(csi::NodeUnstageVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            staging_target_path: staging.display().to_string(),
+        })
+        .await
+        .unwrap();
+    }
+    ctrl.delete_volume(csi::DeleteVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    ctrl.delete_volume(csi::DeleteVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for n in env.net.nodes() {
+        let dir = n.brick_root().join("pool/pvc-rwx");
+        assert!(!dir.exists(), "{} survived DeleteVolume", dir.display());
+    }
+    let listed = ctrl
+        .list_volumes(csi::ListVolumesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.entries.is_empty(), "{listed:?}");
+}
