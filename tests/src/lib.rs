@@ -26,6 +26,20 @@ pub enum EnvError {
     Io(#[from] std::io::Error),
 }
 
+/// Deterministic pseudo-random test data (xorshift): neither compressible nor uniform, and
+/// the same for the same seed, so checksums can be compared across mounts and bricks.
+pub fn test_data(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -12,6 +12,7 @@ use gk_agent::proto::*;
 use gk_mount::{self as mount, MountSource};
 use gk_testenv::agents::AgentSet;
 use gk_testenv::gluster_net::GlusterNet;
+use gk_testenv::test_data as data;
 use sha2::{Digest, Sha256};
 use tonic::transport::Channel;
 use tonic::Code;
@@ -39,18 +40,6 @@ const SEED_000_OPTIONS: &[(&str, &str)] = &[
     ("features.cache-invalidation-timeout", "600"),
     ("storage.fips-mode-rchecksum", "on"),
 ];
-
-fn data(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
 
 fn sha_file(path: &Path) -> String {
     format!(

@@ -7,20 +7,8 @@ use std::path::Path;
 use gk_gluster::{Brick, VolumeLayout};
 use gk_mount::{self as mount, MountSource};
 use gk_testenv::gluster_net::GlusterNet;
+use gk_testenv::test_data as data;
 use sha2::{Digest, Sha256};
-
-/// Deterministic pseudo-random bytes (xorshift), so data is not compressible or uniform.
-fn data(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
 
 fn sha(path: &Path) -> String {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {path:?}: {e}"));
