@@ -15,6 +15,7 @@ use tonic::{Request, Response, Status};
 use crate::backend::PoolResolver;
 use crate::mount::{self, MountSource, Mounter};
 use crate::params::{dir_for_name, ObjectKey, Provisioning, VolumeId};
+use crate::state::{Published, StagedVolume, StateDir};
 
 pub const DRIVER_NAME: &str = "gluster.glusterkube.dev";
 pub const TOPOLOGY_KEY: &str = "topology.gluster.glusterkube.dev/node";
@@ -54,25 +55,89 @@ pub struct Driver<P> {
     pub node_id: String,
     pub pools: Option<P>,
     pub mounter: Mounter,
-    /// Where the node plugin keeps the FUSE client logs.
-    pub log_dir: PathBuf,
+    /// The node plugin's directory on the node: `logs/` (one gluster client log per volume)
+    /// and `volumes/` (what is staged and published, read back after a restart).
+    pub dir: PathBuf,
     pub ready: Arc<AtomicBool>,
     locks: OpLocks,
-    /// Targets each volume is published at on this node, for single-writer access modes.
-    published: Mutex<HashMap<String, Vec<PathBuf>>>,
+    state: StateDir,
 }
 
 impl<P: PoolResolver> Driver<P> {
-    pub fn new(node_id: String, pools: Option<P>, mounter: Mounter, log_dir: PathBuf) -> Self {
+    pub fn new(node_id: String, pools: Option<P>, mounter: Mounter, dir: PathBuf) -> Self {
         Self {
             node_id,
             pools,
             mounter,
-            log_dir,
+            state: StateDir::new(dir.join("volumes")),
+            dir,
             ready: Arc::new(AtomicBool::new(true)),
             locks: OpLocks::default(),
-            published: Mutex::default(),
         }
+    }
+
+    fn log_file(&self, volume_id: &str) -> PathBuf {
+        self.dir
+            .join("logs")
+            .join(format!("{}.log", volume_id.replace('/', "_")))
+    }
+
+    fn save(&self, v: &StagedVolume) -> Result<(), Status> {
+        self.state.save(v).map_err(|e| {
+            Status::internal(format!(
+                "recording {} in {}: {e}",
+                v.volume_id,
+                self.dir.display()
+            ))
+        })
+    }
+
+    /// Repairs this plugin's mounts after a restart: a staging mount whose gluster client is
+    /// gone (ENOTCONN) or that vanished is mounted again, then every published target whose
+    /// bind mount points at the dead mount is bound again. Returns the volumes repaired.
+    pub async fn recover(&self) -> Vec<String> {
+        let mut repaired = Vec::new();
+        for v in self.state.all() {
+            let _guard = match self.locks.try_lock(&v.volume_id) {
+                Ok(g) => g,
+                Err(_) => continue,
+            };
+            let mut fixed = false;
+            if broken(&v.staging) {
+                tracing::warn!(volume_id = %v.volume_id, staging = %v.staging.display(), "staging mount is broken; remounting");
+                let _ = nix::mount::umount2(&v.staging, nix::mount::MntFlags::MNT_DETACH);
+                let source = MountSource {
+                    servers: v.servers.clone(),
+                    volume: v.volume.clone(),
+                    subdir: v.subdir.clone(),
+                };
+                if let Err(e) = self
+                    .mounter
+                    .mount(&source, &v.staging, &self.log_file(&v.volume_id), &v.flags)
+                    .await
+                {
+                    tracing::error!(volume_id = %v.volume_id, error = %e, "remount failed; will report the volume unhealthy");
+                    continue;
+                }
+                fixed = true;
+            }
+            for t in &v.targets {
+                if broken(&t.path) {
+                    tracing::warn!(volume_id = %v.volume_id, target = %t.path.display(), "published mount is broken; binding again");
+                    let _ = nix::mount::umount2(&t.path, nix::mount::MntFlags::MNT_DETACH);
+                    match mount::bind(&v.staging, &t.path, t.readonly) {
+                        Ok(()) => fixed = true,
+                        Err(e) => {
+                            tracing::error!(volume_id = %v.volume_id, error = %e, "re-binding failed")
+                        }
+                    }
+                }
+            }
+            if fixed {
+                repaired.push(v.volume_id.clone());
+            }
+        }
+        repaired
     }
 
     fn pools(&self) -> Result<&P, Status> {
@@ -610,17 +675,35 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
         let flags = mount_flags(req.volume_capability.as_ref())?;
         let source = mount_source(&req.volume_context)?;
         let _guard = self.locks.try_lock(&req.volume_id)?;
+        let record = StagedVolume {
+            volume_id: req.volume_id.clone(),
+            staging: staging.clone(),
+            servers: source.servers.clone(),
+            volume: source.volume.clone(),
+            subdir: source.subdir.clone(),
+            flags: flags.clone(),
+            targets: self
+                .state
+                .load(&req.volume_id)
+                .ok()
+                .flatten()
+                .map(|v| v.targets)
+                .unwrap_or_default(),
+        };
         if mount::is_mounted(&staging).map_err(mount_err)? {
+            self.save(&record)?;
             return Ok(Response::new(csi::NodeStageVolumeResponse {}));
         }
         std::fs::create_dir_all(&staging)
             .map_err(|e| Status::internal(format!("creating {}: {e}", staging.display())))?;
-        std::fs::create_dir_all(&self.log_dir)
-            .map_err(|e| Status::internal(format!("creating {}: {e}", self.log_dir.display())))?;
-        let log = self
-            .log_dir
-            .join(format!("{}.log", req.volume_id.replace('/', "_")));
+        let log = self.log_file(&req.volume_id);
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Status::internal(format!("creating {}: {e}", dir.display())))?;
+        }
         tracing::info!(volume_id = %req.volume_id, staging = %staging.display(), "NodeStageVolume");
+        // Recorded first: a plugin that dies mid-mount still knows the mount is its own.
+        self.save(&record)?;
         self.mounter
             .mount(&source, &staging, &log, &flags)
             .await
@@ -640,6 +723,9 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
         let _guard = self.locks.try_lock(&req.volume_id)?;
         tracing::info!(volume_id = %req.volume_id, "NodeUnstageVolume");
         mount::unmount(&staging).map_err(mount_err)?;
+        self.state
+            .remove(&req.volume_id)
+            .map_err(|e| Status::internal(format!("forgetting {}: {e}", req.volume_id)))?;
         Ok(Response::new(csi::NodeUnstageVolumeResponse {}))
     }
 
@@ -672,19 +758,22 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
             .map(|m| m.mode)
             .unwrap_or(0);
         let single_writer = mode == Mode::SingleNodeSingleWriter as i32 && !req.readonly;
-        {
-            let published = self.published.lock().unwrap_or_else(|p| p.into_inner());
-            let elsewhere: Vec<&PathBuf> = published
-                .get(&req.volume_id)
-                .into_iter()
-                .flatten()
-                .filter(|t| **t != target)
-                .collect();
-            if single_writer && !elsewhere.is_empty() {
+        let mut record = self
+            .state
+            .load(&req.volume_id)
+            .map_err(|e| Status::internal(format!("reading the state of {}: {e}", req.volume_id)))?
+            .ok_or_else(|| {
+                Status::failed_precondition(format!(
+                    "volume {} was not staged by this plugin",
+                    req.volume_id
+                ))
+            })?;
+        if let Some(other) = record.targets.iter().find(|t| t.path != target) {
+            if single_writer {
                 return Err(Status::failed_precondition(format!(
                     "volume {} is single-writer and already published at {}",
                     req.volume_id,
-                    elsewhere[0].display()
+                    other.path.display()
                 )));
             }
         }
@@ -692,12 +781,12 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
             .map_err(|e| Status::internal(format!("creating {}: {e}", target.display())))?;
         tracing::info!(volume_id = %req.volume_id, target = %target.display(), readonly = req.readonly, "NodePublishVolume");
         mount::bind(&staging, &target, req.readonly).map_err(mount_err)?;
-        self.published
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(req.volume_id.clone())
-            .or_default()
-            .push(target);
+        record.targets.retain(|t| t.path != target);
+        record.targets.push(Published {
+            path: target,
+            readonly: req.readonly,
+        });
+        self.save(&record)?;
         Ok(Response::new(csi::NodePublishVolumeResponse {}))
     }
 
@@ -713,13 +802,9 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
         let _guard = self.locks.try_lock(&req.volume_id)?;
         tracing::info!(volume_id = %req.volume_id, target = %target.display(), "NodeUnpublishVolume");
         mount::unmount(&target).map_err(mount_err)?;
-        if let Some(list) = self
-            .published
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&req.volume_id)
-        {
-            list.retain(|t| *t != target);
+        if let Ok(Some(mut record)) = self.state.load(&req.volume_id) {
+            record.targets.retain(|t| t.path != target);
+            self.save(&record)?;
         }
         match std::fs::remove_dir(&target) {
             Ok(()) => {}
@@ -795,11 +880,11 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
             .map(PathBuf::from)
             .chain(
                 if req.volume_publish_path.is_empty() && req.staging_target_path.is_empty() {
-                    self.published
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(&req.volume_id)
-                        .cloned()
+                    self.state
+                        .load(&req.volume_id)
+                        .ok()
+                        .flatten()
+                        .map(|v| v.targets.into_iter().map(|t| t.path).collect())
                         .unwrap_or_default()
                 } else {
                     Vec::new()
@@ -895,6 +980,11 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
             }),
         }))
     }
+}
+
+/// A mount point that is not mounted, or whose gluster client no longer answers.
+fn broken(path: &Path) -> bool {
+    !mount::is_mounted(path).unwrap_or(false) || health(path).is_some()
 }
 
 /// Why a mounted volume is unhealthy, or None when it answers.

@@ -7,3 +7,4 @@ pub use gk_mount as mount;
 pub mod kube_pools;
 pub mod params;
 pub mod server;
+pub mod state;

@@ -25,9 +25,18 @@ struct Cli {
     /// This node's name (NodeGetInfo and topology).
     #[arg(long, env = "NODE_NAME", default_value = "")]
     node_id: String,
-    /// Where the node plugin writes one gluster client log per volume.
-    #[arg(long, env = "GK_LOG_DIR", default_value = "/var/log/glusterkube")]
-    log_dir: PathBuf,
+    /// The node plugin's own directory on the node (client logs, and what it staged and
+    /// published, so a restarted plugin can repair its mounts).
+    #[arg(
+        long,
+        env = "GK_STATE_DIR",
+        default_value = "/var/lib/kubelet/plugins/gluster.glusterkube.dev"
+    )]
+    state_dir: PathBuf,
+    /// Run the gluster FUSE client in the host's namespaces (through nsenter into PID 1), so
+    /// mounts outlive the plugin container. Needs hostPID and a privileged container.
+    #[arg(long, env = "GK_MOUNT_ON_HOST")]
+    mount_on_host: bool,
     /// The brick agents' port.
     #[arg(long, default_value_t = 24050)]
     agent_port: u16,
@@ -71,8 +80,36 @@ async fn main() -> anyhow::Result<()> {
             (None, true)
         }
     };
-    let driver = Driver::new(cli.node_id, pools, Mounter::default(), cli.log_dir);
+    let mounter = if cli.mount_on_host {
+        Mounter {
+            wrapper: [
+                "nsenter", "--target", "1", "--mount", "--net", "--pid", "--uts", "--ipc", "--",
+            ]
+            .map(String::from)
+            .to_vec(),
+        }
+    } else {
+        Mounter::default()
+    };
+    let driver = std::sync::Arc::new(Driver::new(cli.node_id, pools, mounter, cli.state_dir));
     tracing::info!(endpoint = %path.display(), "serving CSI");
+    if node {
+        // Not ready until mounts a previous plugin instance left are checked and repaired.
+        driver
+            .ready
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        let d = driver.clone();
+        tokio::spawn(async move {
+            let repaired = d.recover().await;
+            if !repaired.is_empty() {
+                tracing::warn!(
+                    ?repaired,
+                    "repaired broken mounts left by a previous plugin instance"
+                );
+            }
+            d.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
     gk_csi::server::serve(driver, listener, node, shutdown_signal()).await?;
     let _ = std::fs::remove_file(&path);
     tracing::info!("stopped");

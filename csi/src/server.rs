@@ -66,12 +66,11 @@ pub fn bind(path: &Path) -> Result<UnixListener, ServeError> {
 
 /// Serves Identity, and Controller and/or Node as the driver is configured, until `shutdown`.
 pub async fn serve<P: PoolResolver>(
-    driver: Driver<P>,
+    driver: std::sync::Arc<Driver<P>>,
     listener: UnixListener,
     node: bool,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let driver = std::sync::Arc::new(driver);
     let mut router =
         tonic::transport::Server::builder().add_service(IdentityServer::from_arc(driver.clone()));
     if driver.pools.is_some() {

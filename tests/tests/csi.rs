@@ -22,8 +22,9 @@ use tonic::transport::{Channel, Endpoint, Uri};
 struct Env {
     net: GlusterNet,
     _agents: AgentSet,
+    pools: StaticPools,
     socket: PathBuf,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    stop: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
 
 async fn start() -> Env {
@@ -62,27 +63,43 @@ async fn start() -> Env {
         pools: Arc::new(HashMap::from([(key, pool)])),
     };
     let socket = net.scratch_dir("csi").unwrap().join("csi.sock");
-    let listener = gk_csi::server::bind(&socket).unwrap();
-    let driver = Driver::new(
-        "node-1".into(),
-        Some(pools),
-        net.client_mounter(),
-        net.scratch_dir("csi-logs").unwrap(),
-    );
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let stop = async {
-            let _ = rx.await;
-        };
-        gk_csi::server::serve(driver, listener, true, stop)
-            .await
-            .unwrap();
-    });
-    Env {
+    let env = Env {
         net,
         _agents: agents,
+        pools,
         socket,
-        _stop: tx,
+        stop: std::sync::Mutex::new(None),
+    };
+    env.start_plugin().await;
+    env
+}
+
+impl Env {
+    /// Starts the plugin on the socket (stopping a running one first), with the same node
+    /// directory every time, as a restarted plugin container would find it.
+    async fn start_plugin(&self) -> Arc<Driver<StaticPools>> {
+        if let Some(stop) = self.stop.lock().unwrap().take() {
+            let _ = stop.send(());
+        }
+        let listener = gk_csi::server::bind(&self.socket).unwrap();
+        let driver = Arc::new(Driver::new(
+            "node-1".into(),
+            Some(self.pools.clone()),
+            self.net.client_mounter(),
+            self.net.scratch_dir("csi-node").unwrap(),
+        ));
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let d = driver.clone();
+        tokio::spawn(async move {
+            let stop = async {
+                let _ = rx.await;
+            };
+            gk_csi::server::serve(d, listener, true, stop)
+                .await
+                .unwrap();
+        });
+        *self.stop.lock().unwrap() = Some(tx);
+        driver
     }
 }
 
@@ -396,4 +413,147 @@ async fn rwx_quota_expansion_deletion_and_capacity() {
         .unwrap()
         .into_inner();
     assert!(listed.entries.is_empty(), "{listed:?}");
+}
+
+/// Mount survival, fallback half: the gluster client behind a published volume dies (as it
+/// does when a plugin container that ran it is restarted); the volume reports unhealthy, and
+/// the restarted plugin repairs the staging and published mounts from its node state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restarted_plugin_reports_and_repairs_broken_mounts() {
+    let env = start().await;
+    let ch = channel(&env.socket).await;
+    let mut ctrl = ControllerClient::new(ch.clone());
+    let mut node = NodeClient::new(ch);
+    let vol = ctrl
+        .create_volume(csi::CreateVolumeRequest {
+            name: "pvc-survive".into(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: 64 << 20,
+                limit_bytes: 0,
+            }),
+            volume_capabilities: vec![rwx()],
+            parameters: params(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    let base = env.net.scratch_dir("kubelet-survive").unwrap();
+    let staging = base.join("staging");
+    let target = base.join("pod");
+    node.node_stage_volume(csi::NodeStageVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        staging_target_path: staging.display().to_string(),
+        volume_capability: Some(rwx()),
+        volume_context: vol.volume_context.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    node.node_publish_volume(csi::NodePublishVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        staging_target_path: staging.display().to_string(),
+        target_path: target.display().to_string(),
+        volume_capability: Some(rwx()),
+        volume_context: vol.volume_context.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let before = gk_testenv::test_data(5, 3 << 20);
+    std::fs::write(target.join("before"), &before).unwrap();
+
+    // The plugin goes away, and its gluster client with it.
+    let client_pid = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let c = String::from_utf8_lossy(&c).replace('\0', " ");
+                c.contains("glusterfs") && c.contains(&staging.display().to_string())
+            })
+        })
+        .expect("the FUSE client of the staging mount");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(client_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match nix::sys::statvfs::statvfs(&target) {
+            Err(nix::Error::ENOTCONN) => break,
+            _ => assert!(
+                std::time::Instant::now() < deadline,
+                "the mount did not break"
+            ),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // A new plugin instance on the same node: it reports the volume, then repairs it.
+    let driver = env.start_plugin().await;
+    let mut node = NodeClient::new(channel(&env.socket).await);
+    let health = node
+        .node_get_volume_health(csi::NodeGetVolumeHealthRequest {
+            volume_id: vol.volume_id.clone(),
+            volume_publish_path: target.display().to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .volume_health
+        .unwrap();
+    assert_eq!(health.health_statuses.len(), 1, "{health:?}");
+    assert_eq!(
+        health.health_statuses[0].reason,
+        "TransportEndpointNotConnected"
+    );
+    assert_eq!(
+        health.health_statuses[0].status,
+        csi::VolumeHealthErrorType::Inaccessible as i32
+    );
+
+    let repaired = driver.recover().await;
+    assert_eq!(repaired, vec![vol.volume_id.clone()]);
+    assert_eq!(
+        std::fs::read(target.join("before")).unwrap(),
+        before,
+        "data through the repaired mount"
+    );
+    std::fs::write(target.join("after"), b"written after repair").unwrap();
+    assert_eq!(
+        std::fs::read(staging.join("after")).unwrap(),
+        b"written after repair"
+    );
+    let health = node
+        .node_get_volume_health(csi::NodeGetVolumeHealthRequest {
+            volume_id: vol.volume_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .volume_health
+        .unwrap();
+    assert!(health.health_statuses.is_empty(), "{health:?}");
+    // Nothing is left to repair a second time.
+    assert!(driver.recover().await.is_empty());
+
+    node.node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        target_path: target.display().to_string(),
+    })
+    .await
+    .unwrap();
+    node.node_unstage_volume(csi::NodeUnstageVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        staging_target_path: staging.display().to_string(),
+    })
+    .await
+    .unwrap();
 }
