@@ -16,23 +16,11 @@ use gk_gluster::{
 };
 use gk_mount::{self as mount, MountSource};
 use gk_testenv::gluster_net::GlusterNet;
+use gk_testenv::test_data as data;
 
 const MIB: usize = 1 << 20;
 /// Linux's EDQUOT, "Disk quota exceeded".
 const EDQUOT: i32 = 122;
-
-/// Deterministic pseudo-random bytes (xorshift), so data is not compressible or uniform.
-fn data(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
 
 /// Polls `probe` every half second until it returns `Ok`, and fails the test with the last
 /// state it reported once `timeout` has passed.
