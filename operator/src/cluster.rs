@@ -23,7 +23,9 @@ use tonic::transport::Channel;
 use crate::agents::{self, AgentCredentials};
 use crate::conditions::{self, Desired};
 use crate::controller::{Context, MANAGER};
-use crate::crd::{GlusterCluster, GlusterClusterStatus, PeerStatus, StorageNode};
+use crate::crd::{
+    Capacity, GlusterCluster, GlusterClusterStatus, GlusterVolume, PeerStatus, StorageNode,
+};
 use crate::pki::{self, Ca, CertKey, Usage};
 use crate::Error;
 
@@ -353,6 +355,8 @@ pub struct NodeAgent {
     pub node: String,
     pub address: String,
     pub brick_root: String,
+    pub total_bytes: u64,
+    pub free_bytes: u64,
     pub peers: Vec<gk_agent::proto::Peer>,
     pub client: BrickAgentClient<Channel>,
 }
@@ -403,6 +407,8 @@ pub async fn agents_with(
                     node: node.name.clone(),
                     address: h.address,
                     brick_root: h.brick_root,
+                    total_bytes: h.brick_root_total_bytes,
+                    free_bytes: h.brick_root_free_bytes,
                     peers: Vec::new(),
                     client,
                 });
@@ -550,6 +556,22 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
             String::new()
         },
     ));
+    // Bricks across this cluster's volumes, as their own status last saw them.
+    let volumes: Api<GlusterVolume> = Api::namespaced(ctx.client.clone(), &ns);
+    let (mut bricks_online, mut bricks_total) = (0i32, 0i32);
+    for v in volumes.list(&ListParams::default()).await?.items {
+        if v.spec.cluster == gc.name_any() {
+            for b in v.status.map(|s| s.bricks).unwrap_or_default() {
+                bricks_total += 1;
+                bricks_online += i32::from(b.online);
+            }
+        }
+    }
+    // Raw capacity of the node-local storage that answered; rounded to MiB so that ordinary
+    // churn on the disks does not rewrite status on every refresh.
+    let mib = |b: u64| b / (1 << 20) * (1 << 20);
+    let raw_total: u64 = up.iter().map(|a| mib(a.total_bytes)).sum();
+    let raw_free: u64 = up.iter().map(|a| mib(a.free_bytes)).sum();
     let old = gc.status.clone().unwrap_or_default();
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let status = GlusterClusterStatus {
@@ -557,7 +579,15 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
         conditions: conditions::merge(&old.conditions, &desired, gc.metadata.generation, &now),
         peers,
         nodes_summary: Some(format!("{in_pool}/{total}")),
-        ..old.clone()
+        bricks_online: Some(bricks_online),
+        bricks_total: Some(bricks_total),
+        bricks_summary: Some(format!("{bricks_online}/{bricks_total}")),
+        capacity: (!up.is_empty()).then(|| Capacity {
+            total_bytes: raw_total as i64,
+            used_bytes: raw_total.saturating_sub(raw_free) as i64,
+            free_bytes: raw_free as i64,
+            total: crate::volume::human_bytes(raw_total),
+        }),
     };
     if status != old {
         write_status::<GlusterCluster>(ctx, gc, &status).await?;

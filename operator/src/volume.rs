@@ -438,7 +438,7 @@ async fn observe(
     Ok(Action::requeue(ctx.config.refresh))
 }
 
-fn human_bytes(b: u64) -> String {
+pub fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 6] = ["", "Ki", "Mi", "Gi", "Ti", "Pi"];
     let mut v = b as f64;
     let mut u = 0;

@@ -232,6 +232,15 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
         .unwrap();
     assert_eq!((arb.replica_count, arb.arbiter_count), (3, 1));
 
+    // The cluster sums its volumes' bricks and its nodes' raw capacity.
+    let summed = wait_until("cluster bricks 9/9", 60, async || {
+        let s = clusters.get("pool").await.ok()?.status?;
+        (s.bricks_summary.as_deref() == Some("9/9")).then_some(s)
+    })
+    .await;
+    let raw = summed.capacity.expect("cluster capacity");
+    assert!(raw.total_bytes > 3 << 30 && raw.free_bytes > 0, "{raw:?}");
+
     // Nothing changes, so nothing is written: no reconcile loop.
     let before = volumes.get("arb").await.unwrap().resource_version();
     tokio::time::sleep(Duration::from_secs(10)).await;

@@ -262,6 +262,13 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let h = crate::health(&self.gluster)
             .await
             .map_err(AgentError::from)?;
+        let (total, free) = self
+            .config
+            .brick_roots
+            .first()
+            .and_then(|root| rustix::fs::statvfs(root).ok())
+            .map(|st| (st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize))
+            .unwrap_or_default();
         Ok(Response::new(HealthResponse {
             agent_version: env!("CARGO_PKG_VERSION").into(),
             gluster_version: h.version,
@@ -274,6 +281,8 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
                 .first()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
+            brick_root_total_bytes: total,
+            brick_root_free_bytes: free,
         }))
     }
 
