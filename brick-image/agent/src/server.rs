@@ -520,14 +520,21 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let dir = root.join(&path[1..]);
         std::fs::create_dir_all(&dir)
             .map_err(AgentError::io(format!("creating {path} on {volume}")))?;
-        self.gluster
-            .quota_enable(&volume)
-            .await
-            .map_err(AgentError::from)?;
-        self.gluster
-            .quota_fast_timeouts(&volume)
-            .await
-            .map_err(AgentError::from)?;
+        // Each gluster command costs a round of glusterd transactions: skip the ones the
+        // volume's options show are already in effect.
+        let opt = |k: &str| v.options.get(k).map(String::as_str);
+        if opt("features.quota") != Some("on") {
+            self.gluster
+                .quota_enable(&volume)
+                .await
+                .map_err(AgentError::from)?;
+        }
+        if opt("features.soft-timeout") != Some("0") || opt("features.hard-timeout") != Some("0") {
+            self.gluster
+                .quota_fast_timeouts(&volume)
+                .await
+                .map_err(AgentError::from)?;
+        }
         self.gluster
             .quota_limit_usage(&volume, &path, req.limit_bytes)
             .await
