@@ -162,9 +162,9 @@ pub struct ProfileOption {
 }
 
 /// The Tuned profile. Seed 000's "high performance" list, applied whole, was slower than
-/// gluster's defaults on every row of a first measurement here (shard and large caches cost
-/// more than they gave on small clusters), so only options with a reason that holds on any
-/// cluster are kept; the rest wait for the benchmark harness to earn their place.
+/// gluster's defaults on every row of a first dd ladder recorded in ENVIRONMENT.md, so only
+/// options with a reason that holds on any cluster are kept; the rest wait for the benchmark
+/// harness to earn their place.
 pub const TUNED: &[ProfileOption] = &[
     ProfileOption {
         key: "network.ping-timeout",

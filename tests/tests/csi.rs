@@ -132,6 +132,36 @@ fn rwx() -> csi::VolumeCapability {
     }
 }
 
+/// As the kubelet does for pods on one node: stage once, publish at each target.
+async fn stage_and_publish(
+    node: &mut NodeClient<Channel>,
+    vol: &csi::Volume,
+    staging: &Path,
+    targets: &[PathBuf],
+) {
+    node.node_stage_volume(csi::NodeStageVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        staging_target_path: staging.display().to_string(),
+        volume_capability: Some(rwx()),
+        volume_context: vol.volume_context.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for t in targets {
+        node.node_publish_volume(csi::NodePublishVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            staging_target_path: staging.display().to_string(),
+            target_path: t.display().to_string(),
+            volume_capability: Some(rwx()),
+            volume_context: vol.volume_context.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+}
+
 fn csi_sanity() -> PathBuf {
     let cache = std::env::var("GK_CACHE").unwrap_or_else(|_| "/var/cache/glusterkube".into());
     let bin = PathBuf::from(cache).join("bin/csi-sanity");
@@ -283,27 +313,7 @@ async fn rwx_quota_expansion_deletion_and_capacity() {
     let base = env.net.scratch_dir("kubelet").unwrap();
     let staging = base.join("staging");
     let targets = [base.join("pod-a"), base.join("pod-b")];
-    node.node_stage_volume(csi::NodeStageVolumeRequest {
-        volume_id: vol.volume_id.clone(),
-        staging_target_path: staging.display().to_string(),
-        volume_capability: Some(rwx()),
-        volume_context: vol.volume_context.clone(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    for t in &targets {
-        node.node_publish_volume(csi::NodePublishVolumeRequest {
-            volume_id: vol.volume_id.clone(),
-            staging_target_path: staging.display().to_string(),
-            target_path: t.display().to_string(),
-            volume_capability: Some(rwx()),
-            volume_context: vol.volume_context.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    }
+    stage_and_publish(&mut node, &vol, &staging, &targets).await;
     std::fs::write(targets[0].join("from-a"), b"hello from a").unwrap();
     std::fs::write(targets[1].join("from-b"), b"hello from b").unwrap();
     assert_eq!(
@@ -443,25 +453,7 @@ async fn restarted_plugin_reports_and_repairs_broken_mounts() {
     let base = env.net.scratch_dir("kubelet-survive").unwrap();
     let staging = base.join("staging");
     let target = base.join("pod");
-    node.node_stage_volume(csi::NodeStageVolumeRequest {
-        volume_id: vol.volume_id.clone(),
-        staging_target_path: staging.display().to_string(),
-        volume_capability: Some(rwx()),
-        volume_context: vol.volume_context.clone(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    node.node_publish_volume(csi::NodePublishVolumeRequest {
-        volume_id: vol.volume_id.clone(),
-        staging_target_path: staging.display().to_string(),
-        target_path: target.display().to_string(),
-        volume_capability: Some(rwx()),
-        volume_context: vol.volume_context.clone(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    stage_and_publish(&mut node, &vol, &staging, std::slice::from_ref(&target)).await;
     let before = gk_testenv::test_data(5, 3 << 20);
     std::fs::write(target.join("before"), &before).unwrap();
 
