@@ -8,7 +8,7 @@ use gk_agent::proto::{SubdirCreateRequest, SubdirDeleteRequest, VolumeRequest};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
-use crate::params::ObjectKey;
+use crate::params::{ObjectKey, Provisioning};
 
 /// A pool volume ready for use: its agent, gluster name and mount servers.
 #[derive(Clone)]
@@ -29,6 +29,69 @@ pub trait PoolResolver: Send + Sync + 'static {
     ) -> impl std::future::Future<Output = Result<Pool, Status>> + Send;
     /// Every pool this resolver knows, for ListVolumes.
     fn pools(&self) -> impl std::future::Future<Output = Result<Vec<ObjectKey>, Status>> + Send;
+
+    /// Makes (or finds, when the same) a dedicated GlusterVolume and waits until it serves.
+    fn create_dedicated(
+        &self,
+        key: &ObjectKey,
+        spec: &Provisioning,
+        bytes: u64,
+    ) -> impl std::future::Future<Output = Result<Dedicated, Status>> + Send {
+        let _ = (key, spec, bytes);
+        async {
+            Err(Status::unimplemented(
+                "dedicated volumes need the Kubernetes API",
+            ))
+        }
+    }
+
+    /// The dedicated volume, if it exists.
+    fn get_dedicated(
+        &self,
+        key: &ObjectKey,
+    ) -> impl std::future::Future<Output = Result<Option<Dedicated>, Status>> + Send {
+        let _ = key;
+        async {
+            Err(Status::unimplemented(
+                "dedicated volumes need the Kubernetes API",
+            ))
+        }
+    }
+
+    /// Deletes a dedicated GlusterVolume (with its data) and waits until it is gone.
+    fn delete_dedicated(
+        &self,
+        key: &ObjectKey,
+    ) -> impl std::future::Future<Output = Result<(), Status>> + Send {
+        let _ = key;
+        async {
+            Err(Status::unimplemented(
+                "dedicated volumes need the Kubernetes API",
+            ))
+        }
+    }
+
+    /// Records a dedicated volume's new size.
+    fn expand_dedicated(
+        &self,
+        key: &ObjectKey,
+        bytes: u64,
+    ) -> impl std::future::Future<Output = Result<(), Status>> + Send {
+        let _ = (key, bytes);
+        async {
+            Err(Status::unimplemented(
+                "dedicated volumes need the Kubernetes API",
+            ))
+        }
+    }
+}
+
+/// A dedicated volume as clients mount it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dedicated {
+    pub volume: String,
+    pub servers: Vec<String>,
+    pub bytes: u64,
 }
 
 /// A fixed set of pools.

@@ -288,15 +288,37 @@ impl<P: PoolResolver> csi::controller_server::Controller for Driver<P> {
             ));
         }
         let bytes = required_bytes(req.capacity_range.as_ref())?;
-        let pool_key = match Provisioning::from_parameters(&req.parameters).map_err(param_status)? {
-            Provisioning::Subdir { pool } => pool,
-            Provisioning::Dedicated { .. } => {
-                return Err(Status::unimplemented(
-                    "parameters.mode: dedicated volumes are not available yet; use subdir",
-                ))
+        let provisioning = Provisioning::from_parameters(&req.parameters).map_err(param_status)?;
+        let dir = dir_for_name(&req.name).map_err(param_status)?;
+        let pool_key = match &provisioning {
+            Provisioning::Subdir { pool } => pool.clone(),
+            Provisioning::Dedicated { cluster, .. } => {
+                let key = ObjectKey {
+                    namespace: cluster.namespace.clone(),
+                    name: dir,
+                };
+                let id = VolumeId::Dedicated {
+                    volume: key.clone(),
+                };
+                let _guard = self.locks.try_lock(&id.to_string())?;
+                tracing::info!(name = %req.name, volume_id = %id, bytes, "CreateVolume");
+                let d = self
+                    .pools()?
+                    .create_dedicated(&key, &provisioning, bytes)
+                    .await?;
+                let mut ctx = context(&key, &d.volume, &d.servers, "");
+                ctx.remove("subdir");
+                return Ok(Response::new(csi::CreateVolumeResponse {
+                    volume: Some(csi::Volume {
+                        capacity_bytes: bytes as i64,
+                        volume_id: id.to_string(),
+                        volume_context: ctx,
+                        content_source: None,
+                        accessible_topology: vec![],
+                    }),
+                }));
             }
         };
-        let dir = dir_for_name(&req.name).map_err(param_status)?;
         let id = VolumeId::Subdir {
             pool: pool_key.clone(),
             dir: dir.clone(),
@@ -341,11 +363,7 @@ impl<P: PoolResolver> csi::controller_server::Controller for Driver<P> {
                 };
                 p.delete_dir(&pool, &dir).await?;
             }
-            VolumeId::Dedicated { .. } => {
-                return Err(Status::unimplemented(
-                    "dedicated volumes are not available yet",
-                ));
-            }
+            VolumeId::Dedicated { volume } => self.pools()?.delete_dedicated(&volume).await?,
         }
         Ok(Response::new(csi::DeleteVolumeResponse {}))
     }
@@ -379,13 +397,14 @@ impl<P: PoolResolver> csi::controller_server::Controller for Driver<P> {
         let id = VolumeId::parse(&req.volume_id)
             .map_err(|_| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
         check_capabilities(&req.volume_capabilities)?;
-        let VolumeId::Subdir { pool, dir } = &id else {
-            return Err(Status::unimplemented(
-                "dedicated volumes are not available yet",
-            ));
+        let exists = match &id {
+            VolumeId::Subdir { pool, dir } => {
+                let mut p = self.pools()?.resolve(pool).await?;
+                p.dirs(pool).await?.iter().any(|(d, _)| d == dir)
+            }
+            VolumeId::Dedicated { volume } => self.pools()?.get_dedicated(volume).await?.is_some(),
         };
-        let mut p = self.pools()?.resolve(pool).await?;
-        if !p.dirs(pool).await?.iter().any(|(d, _)| d == dir) {
+        if !exists {
             return Err(Status::not_found(format!("volume {id} does not exist")));
         }
         Ok(Response::new(csi::ValidateVolumeCapabilitiesResponse {
@@ -502,7 +521,7 @@ impl<P: PoolResolver> csi::controller_server::Controller for Driver<P> {
                 Provisioning::Subdir { pool } => vec![pool],
                 Provisioning::Dedicated { .. } => {
                     return Err(Status::unimplemented(
-                        "parameters.mode: dedicated volumes are not available yet",
+                        "parameters.mode: capacity is reported for subdir pools; a dedicated volume gets new bricks",
                     ))
                 }
             }
@@ -582,12 +601,18 @@ impl<P: PoolResolver> csi::controller_server::Controller for Driver<P> {
             .map_err(|_| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
         let bytes = required_bytes(req.capacity_range.as_ref())?;
         let _guard = self.locks.try_lock(&req.volume_id)?;
-        let VolumeId::Subdir { pool, dir } = &id else {
-            return Err(Status::unimplemented(
-                "dedicated volumes are not available yet",
-            ));
-        };
         tracing::info!(volume_id = %id, bytes, "ControllerExpandVolume");
+        let (pool, dir) = match &id {
+            VolumeId::Subdir { pool, dir } => (pool, dir),
+            VolumeId::Dedicated { volume } => {
+                // Recorded on the GlusterVolume; gluster grows by bricks, not by a number.
+                self.pools()?.expand_dedicated(volume, bytes).await?;
+                return Ok(Response::new(csi::ControllerExpandVolumeResponse {
+                    capacity_bytes: bytes as i64,
+                    node_expansion_required: false,
+                }));
+            }
+        };
         let mut p = self.pools()?.resolve(pool).await?;
         let current = p
             .dirs(pool)

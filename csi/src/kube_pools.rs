@@ -2,13 +2,51 @@
 //! servers come from its status, and its agents from its GlusterCluster, reached with the
 //! operator's client certificate (which the CSI controller may read, not issue).
 
+use std::time::{Duration, Instant};
+
 use gk_operator::cluster::{agents_with, read_credentials};
 use gk_operator::crd::{GlusterCluster, GlusterVolume};
-use kube::api::Api;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
 use tonic::Status;
 
-use crate::backend::{Pool, PoolResolver};
-use crate::params::ObjectKey;
+use crate::backend::{Dedicated, Pool, PoolResolver};
+use crate::params::{ObjectKey, Provisioning};
+
+/// How long CreateVolume waits for a new GlusterVolume before telling the provisioner to
+/// call again (it retries with the same name, which finds the same volume).
+const READY_WAIT: Duration = Duration::from_secs(120);
+
+fn ready(gv: &GlusterVolume) -> Option<Dedicated> {
+    let s = gv.status.as_ref()?;
+    let ready = s
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let m = s.mount.as_ref()?;
+    ready.then(|| {
+        let mut servers = vec![m.volfile_server.clone()];
+        servers.extend(m.backup_volfile_servers.iter().cloned());
+        Dedicated {
+            volume: m.volume.clone(),
+            servers,
+            bytes: gv
+                .spec
+                .size
+                .as_ref()
+                .and_then(|q| q.0.parse().ok())
+                .unwrap_or(0),
+        }
+    })
+}
+
+fn not_ready_message(gv: &GlusterVolume) -> String {
+    gv.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| format!("{}: {}", c.reason, c.message))
+        .unwrap_or_else(|| "no status yet".into())
+}
 
 #[derive(Clone)]
 pub struct KubePools {
@@ -86,5 +124,135 @@ impl PoolResolver for KubePools {
             .collect();
         keys.sort_by_key(|k| k.to_string());
         Ok(keys)
+    }
+
+    async fn create_dedicated(
+        &self,
+        key: &ObjectKey,
+        spec: &Provisioning,
+        bytes: u64,
+    ) -> Result<Dedicated, Status> {
+        let Provisioning::Dedicated {
+            cluster,
+            volume_type,
+            replica,
+            disperse_data,
+            disperse_redundancy,
+            brick_count,
+            profile,
+        } = spec
+        else {
+            return Err(Status::invalid_argument(
+                "invalid parameters.mode: not dedicated",
+            ));
+        };
+        let api: Api<GlusterVolume> = Api::namespaced(self.client.clone(), &key.namespace);
+        let mut want = json!({
+            "cluster": cluster.name, "type": volume_type, "brickCount": brick_count,
+            "size": bytes.to_string(), "deletionPolicy": "Delete",
+        });
+        if let Some(r) = replica {
+            want["replica"] = json!(r);
+        }
+        if let (Some(d), Some(r)) = (disperse_data, disperse_redundancy) {
+            want["disperse"] = json!({"data": d, "redundancy": r});
+        }
+        if let Some(p) = profile {
+            want["profile"] = json!(p);
+        }
+        match api
+            .get_opt(&key.name)
+            .await
+            .map_err(|e| unavailable(key, e))?
+        {
+            Some(gv) => {
+                let have =
+                    serde_json::to_value(&gv.spec).map_err(|e| Status::internal(e.to_string()))?;
+                for field in ["cluster", "type", "replica", "disperse", "brickCount"] {
+                    if have.get(field) != want.get(field) {
+                        return Err(Status::already_exists(format!(
+                            "GlusterVolume {key} exists with {field} {}, not {}",
+                            have.get(field).unwrap_or(&json!(null)),
+                            want.get(field).unwrap_or(&json!(null))
+                        )));
+                    }
+                }
+            }
+            None => {
+                let gv: GlusterVolume = serde_json::from_value(json!({
+                    "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+                    "metadata": {"name": key.name, "namespace": key.namespace,
+                                 "labels": {"app.kubernetes.io/managed-by": crate::driver::DRIVER_NAME}},
+                    "spec": want,
+                }))
+                .map_err(|e| Status::invalid_argument(format!("invalid parameters: {e}")))?;
+                api.create(&PostParams::default(), &gv)
+                    .await
+                    .map_err(|e| match e {
+                        kube::Error::Api(s) if s.code == 422 => {
+                            Status::invalid_argument(format!("invalid parameters: {}", s.message))
+                        }
+                        other => unavailable(key, other),
+                    })?;
+            }
+        }
+        let deadline = Instant::now() + READY_WAIT;
+        loop {
+            let gv = api.get(&key.name).await.map_err(|e| unavailable(key, e))?;
+            if let Some(d) = ready(&gv) {
+                return Ok(d);
+            }
+            if Instant::now() > deadline {
+                return Err(Status::deadline_exceeded(format!(
+                    "GlusterVolume {key} is not ready yet ({}); the provisioner will call again",
+                    not_ready_message(&gv)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn get_dedicated(&self, key: &ObjectKey) -> Result<Option<Dedicated>, Status> {
+        let api: Api<GlusterVolume> = Api::namespaced(self.client.clone(), &key.namespace);
+        Ok(api
+            .get_opt(&key.name)
+            .await
+            .map_err(|e| unavailable(key, e))?
+            .as_ref()
+            .and_then(ready))
+    }
+
+    async fn delete_dedicated(&self, key: &ObjectKey) -> Result<(), Status> {
+        let api: Api<GlusterVolume> = Api::namespaced(self.client.clone(), &key.namespace);
+        match api.delete(&key.name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            Err(e) => return Err(unavailable(key, e)),
+        }
+        let deadline = Instant::now() + READY_WAIT;
+        loop {
+            match api.get_opt(&key.name).await.map_err(|e| unavailable(key, e))? {
+                None => return Ok(()),
+                Some(gv) if Instant::now() > deadline => {
+                    return Err(Status::deadline_exceeded(format!(
+                        "GlusterVolume {key} is still being deleted ({}); the provisioner will call again",
+                        not_ready_message(&gv)
+                    )))
+                }
+                Some(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+
+    async fn expand_dedicated(&self, key: &ObjectKey, bytes: u64) -> Result<(), Status> {
+        let api: Api<GlusterVolume> = Api::namespaced(self.client.clone(), &key.namespace);
+        api.patch(
+            &key.name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": bytes.to_string()}})),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| unavailable(key, e))
     }
 }

@@ -297,8 +297,10 @@ async fn observe(
             .filter_map(|b| st.bricks.iter().find(|s| &s.brick == b && s.online))
             .map(|s| (s.size_total_bytes, s.size_free_bytes))
             .collect();
-        total_bytes += sizes.iter().map(|s| s.0).min().unwrap_or(0) * data_per_set;
-        free_bytes += sizes.iter().map(|s| s.1).min().unwrap_or(0) * data_per_set;
+        // Rounded to MiB: status follows real usage without rewriting on every few bytes.
+        let mib = |b: u64| b / (1 << 20) * (1 << 20);
+        total_bytes += mib(sizes.iter().map(|s| s.0).min().unwrap_or(0)) * data_per_set;
+        free_bytes += mib(sizes.iter().map(|s| s.1).min().unwrap_or(0)) * data_per_set;
     }
     let hosts: Vec<String> = vol
         .bricks
@@ -465,17 +467,27 @@ async fn cleanup(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         .items
         .into_iter()
         .filter(|pv| {
-            pv.spec
-                .as_ref()
-                .and_then(|s| s.csi.as_ref())
-                .is_some_and(|csi| {
-                    csi.driver == ctx.config.csi_driver
-                        && csi
-                            .volume_attributes
-                            .as_ref()
-                            .and_then(|a| a.get("glusterVolume"))
-                            == Some(&name)
-                })
+            // A released PV whose reclaim policy is Delete is the provisioner deleting it:
+            // waiting for it would deadlock with its own DeleteVolume.
+            let releasing = pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released")
+                && pv
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
+                    == Some("Delete");
+            !releasing
+                && pv
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.csi.as_ref())
+                    .is_some_and(|csi| {
+                        csi.driver == ctx.config.csi_driver
+                            && csi
+                                .volume_attributes
+                                .as_ref()
+                                .and_then(|a| a.get("glusterVolume"))
+                                == Some(&name)
+                    })
         })
         .map(|pv| pv.name_any())
         .collect();

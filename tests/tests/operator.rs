@@ -83,7 +83,13 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
     ControlPlane::install_crds(&client, &gk_operator::crd::all())
         .await
         .unwrap();
-    let ns = format!("gk-op-{}", std::process::id());
+    // Unique per run: pids wrap quickly here, and a namespace of an earlier run may still be
+    // terminating.
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let ns = format!("gk-op-{}-{}", std::process::id(), stamp % 1_000_000);
     ControlPlane::ensure_namespace(&client, &ns).await.unwrap();
 
     let net = Arc::new(GlusterNet::start(3).unwrap());
@@ -250,6 +256,8 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
         "status rewritten with no change"
     );
 
+    csi_through_the_kubernetes_api(&client, &ns, &net).await;
+
     // A killed brick: Degraded with 2/3 online, then the operator restarts it and heals.
     let gname = format!("{ns}-r3");
     let st = net.gluster(0).volume_status(&gname).await.unwrap();
@@ -359,4 +367,153 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
     let _ = clusters.delete("pool", &DeleteParams::default()).await;
     let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = ns_api.delete(&ns, &DeleteParams::default()).await;
+}
+
+/// The CSI controller with its production resolver (GlusterVolume status, the cluster's
+/// agents and the operator's client certificate, all from the API): a subdir PV on a pool,
+/// and a dedicated volume that becomes a GlusterVolume of its own and goes away with its data.
+async fn csi_through_the_kubernetes_api(client: &kube::Client, ns: &str, net: &GlusterNet) {
+    use csi::controller_server::Controller;
+    use csi_proto::v1 as csi;
+    use tonic::Request;
+
+    let pools = gk_csi::kube_pools::KubePools {
+        client: client.clone(),
+        agent_port: gk_testenv::kubelet::AGENT_PORT,
+    };
+    let driver = gk_csi::driver::Driver::new(
+        "node-1".into(),
+        Some(pools),
+        net.client_mounter(),
+        net.scratch_dir("csi-op").unwrap(),
+    );
+    let cap = csi::VolumeCapability {
+        access_type: Some(csi::volume_capability::AccessType::Mount(Default::default())),
+        access_mode: Some(csi::volume_capability::AccessMode {
+            mode: csi::volume_capability::access_mode::Mode::MultiNodeMultiWriter as i32,
+        }),
+    };
+
+    // Subdir on the arbiter volume as a pool.
+    let sub = driver
+        .create_volume(Request::new(csi::CreateVolumeRequest {
+            name: "pvc-kube".into(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: 8 << 20,
+                limit_bytes: 0,
+            }),
+            volume_capabilities: vec![cap.clone()],
+            parameters: HashMap::from([("pool".into(), format!("{ns}/arb"))]),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    assert_eq!(sub.volume_context["glusterVolume"], format!("{ns}-arb"));
+    assert_eq!(sub.volume_context["servers"].split(',').count(), 3);
+    let listed = driver
+        .list_volumes(Request::new(Default::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        listed
+            .entries
+            .iter()
+            .any(|e| e.volume.as_ref().unwrap().volume_id == sub.volume_id),
+        "{listed:?}"
+    );
+    driver
+        .delete_volume(Request::new(csi::DeleteVolumeRequest {
+            volume_id: sub.volume_id.clone(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+
+    // Dedicated: a GlusterVolume of its own, Ready before CreateVolume returns.
+    let params = HashMap::from([
+        ("mode".to_string(), "dedicated".to_string()),
+        ("cluster".to_string(), format!("{ns}/pool")),
+        ("type".to_string(), "Replicate".to_string()),
+    ]);
+    let ded = driver
+        .create_volume(Request::new(csi::CreateVolumeRequest {
+            name: "pvc-ded".into(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: 1 << 30,
+                limit_bytes: 0,
+            }),
+            volume_capabilities: vec![cap.clone()],
+            parameters: params.clone(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    assert_eq!(ded.volume_id, format!("dedicated/{ns}/pvc-ded"));
+    assert_eq!(ded.volume_context["glusterVolume"], format!("{ns}-pvc-ded"));
+    assert!(!ded.volume_context.contains_key("subdir"));
+    let gv: Api<GlusterVolume> = Api::namespaced(client.clone(), ns);
+    let made = gv.get("pvc-ded").await.unwrap();
+    assert_eq!(
+        made.spec.deletion_policy,
+        gk_operator::crd::DeletionPolicy::Delete
+    );
+    let info = net
+        .gluster(0)
+        .volume_info(&format!("{ns}-pvc-ded"))
+        .await
+        .unwrap()
+        .expect("gluster volume");
+    assert!(info.is_started());
+    let brick = info.bricks[0].brick.path.clone();
+    // The same request again is the same volume; a different layout is a conflict.
+    let again = driver
+        .create_volume(Request::new(csi::CreateVolumeRequest {
+            name: "pvc-ded".into(),
+            volume_capabilities: vec![cap.clone()],
+            parameters: params.clone(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    assert_eq!(again.volume_id, ded.volume_id);
+    let mut arbiter = params.clone();
+    arbiter.insert("type".into(), "Arbiter".into());
+    let conflict = driver
+        .create_volume(Request::new(csi::CreateVolumeRequest {
+            name: "pvc-ded".into(),
+            volume_capabilities: vec![cap],
+            parameters: arbiter,
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(conflict.code(), tonic::Code::AlreadyExists, "{conflict:?}");
+    driver
+        .delete_volume(Request::new(csi::DeleteVolumeRequest {
+            volume_id: ded.volume_id.clone(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    assert!(gv.get_opt("pvc-ded").await.unwrap().is_none());
+    assert!(net
+        .gluster(0)
+        .volume_info(&format!("{ns}-pvc-ded"))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(
+        !std::path::Path::new(&brick).exists(),
+        "deletionPolicy Delete kept {brick}"
+    );
 }
