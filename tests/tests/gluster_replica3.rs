@@ -111,4 +111,38 @@ async fn replica3_volume_is_created_mounted_written_and_read_back() {
             assert_eq!(&sha(&Path::new(&b.path).join(name)), sum, "{name} on {b}");
         }
     }
+
+    // A mount whose gluster client died (ENOTCONN) is still unmounted, not taken for absent.
+    mounter.mount(&source, &target, &log, &[]).await.unwrap();
+    let client = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let c = String::from_utf8_lossy(&c).replace('\0', " ");
+                c.contains("glusterfs") && c.contains(&target.display().to_string())
+            })
+        })
+        .expect("the FUSE client");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(client),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    for _ in 0..100 {
+        if nix::sys::statvfs::statvfs(&target) == Err(nix::Error::ENOTCONN) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !target.exists(),
+        "stat should fail on a mount with a dead client"
+    );
+    mount::unmount(&target).unwrap();
+    assert!(
+        !mount::is_mounted(&target).unwrap(),
+        "the dead mount is still there"
+    );
 }

@@ -229,7 +229,9 @@ pub fn bind(source: &Path, target: &Path, readonly: bool) -> Result<(), MountErr
 
 /// Unmounts `target`. Nothing mounted there, or no such path, counts as success.
 pub fn unmount(target: &Path) -> Result<(), MountError> {
-    if !target.exists() || !is_mounted(target)? {
+    // The mount table decides, not a stat: a FUSE mount whose client died answers ENOTCONN,
+    // so `exists()` says false for exactly the mounts that most need unmounting.
+    if !is_mounted(target)? {
         return Ok(());
     }
     match nix::mount::umount2(target, nix::mount::MntFlags::empty()) {
