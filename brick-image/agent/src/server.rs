@@ -188,7 +188,12 @@ impl<R: CommandRunner + 'static> Agent<R> {
     async fn management_mount(&self, volume: &str) -> Result<PathBuf, AgentError> {
         let target = self.config.mount_root.join(volume);
         if mount::is_mounted(&target)? {
-            return Ok(target);
+            if rustix::fs::statvfs(&target).is_ok() {
+                return Ok(target);
+            }
+            // Its gluster client died (ENOTCONN): detach it and mount afresh.
+            tracing::warn!(volume, "management mount is broken; remounting");
+            let _ = nix::mount::umount2(&target, nix::mount::MntFlags::MNT_DETACH);
         }
         std::fs::create_dir_all(&target)
             .map_err(AgentError::io(format!("creating {}", target.display())))?;
@@ -502,22 +507,27 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         if !v.is_started() {
             return Err(AgentError::Precondition(format!("volume {volume} is not started")).into());
         }
-        let quotas = self.quotas(&volume).await?;
-        if let Some(q) = quotas.iter().find(|q| q.path == path) {
-            if q.hard_limit_bytes != req.limit_bytes {
-                return Err(AgentError::Conflict(format!(
-                    "{path} on {volume} exists with a limit of {} bytes, not {}",
-                    q.hard_limit_bytes, req.limit_bytes
-                ))
-                .into());
-            }
-            return Ok(Response::new(SubdirResponse {
-                path,
-                limit_bytes: req.limit_bytes,
-            }));
-        }
         let root = self.management_mount(&volume).await?;
         let dir = root.join(&path[1..]);
+        // Listing every limit grows with the number of PVs, so it is only needed when the
+        // directory is already there: a retry, or a conflicting request under the same name.
+        let existed = std::fs::symlink_metadata(&dir).is_ok();
+        if existed {
+            let quotas = self.quotas(&volume).await?;
+            if let Some(q) = quotas.iter().find(|q| q.path == path) {
+                if q.hard_limit_bytes != req.limit_bytes {
+                    return Err(AgentError::Conflict(format!(
+                        "{path} on {volume} exists with a limit of {} bytes, not {}",
+                        q.hard_limit_bytes, req.limit_bytes
+                    ))
+                    .into());
+                }
+                return Ok(Response::new(SubdirResponse {
+                    path,
+                    limit_bytes: req.limit_bytes,
+                }));
+            }
+        }
         std::fs::create_dir_all(&dir)
             .map_err(AgentError::io(format!("creating {path} on {volume}")))?;
         // Each gluster command costs a round of glusterd transactions: skip the ones the
