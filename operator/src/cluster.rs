@@ -472,6 +472,7 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
             .map_err(|s| Error::agent(&anchor.node, s))?
             .into_inner()
             .peers;
+        let mut probed = false;
         for other in rest.iter() {
             if !known.iter().any(|p| p.hostname == other.address) {
                 tracing::info!(node = %other.node, address = %other.address, "probing peer");
@@ -482,15 +483,20 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
                     })
                     .await
                     .map_err(|s| Error::agent(&anchor.node, s))?;
+                probed = true;
             }
         }
-        anchor.peers = anchor
-            .client
-            .peer_status(gk_agent::proto::PeerStatusRequest {})
-            .await
-            .map_err(|s| Error::agent(&anchor.node, s))?
-            .into_inner()
-            .peers;
+        anchor.peers = if probed {
+            anchor
+                .client
+                .peer_status(gk_agent::proto::PeerStatusRequest {})
+                .await
+                .map_err(|s| Error::agent(&anchor.node, s))?
+                .into_inner()
+                .peers
+        } else {
+            known
+        };
     }
     let anchor_peers = up.first().map(|a| a.peers.clone()).unwrap_or_default();
     let peers: Vec<PeerStatus> = up

@@ -101,7 +101,8 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         set_status(ctx, gv, keep, &waiting("ClusterNotFound", msg.clone())).await?;
         return Err(Error::NotReady(msg));
     };
-    let creds = cluster::ensure_pki(ctx, &gc).await?;
+    // Read-only: certificates are issued by the cluster reconcile alone.
+    let creds = cluster::read_credentials(&ctx.client, &gc).await?;
     let (mut agents, down) = cluster::agents(ctx, &gc, &creds).await?;
     if agents.is_empty() {
         let msg = format!("no brick agent of cluster {} answers yet", gc.name_any());
@@ -205,7 +206,7 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         .map_err(|s| Error::agent(&agents[0].node, s))?
         .into_inner();
 
-    observe(gv, ctx, &name, &mut agents, &down, &set.rejected).await
+    observe(gv, ctx, &name, &mut agents, &set.rejected).await
 }
 
 async fn info(agent: &mut NodeAgent, name: &str) -> Result<Option<gk_agent::proto::Volume>, Error> {
@@ -227,7 +228,6 @@ async fn observe(
     ctx: &Context,
     name: &str,
     agents: &mut [NodeAgent],
-    down: &[(String, String)],
     rejected: &[gk_agent::proto::RejectedOption],
 ) -> Result<Action, Error> {
     let anchor = &mut agents[0];
@@ -389,7 +389,6 @@ async fn observe(
     } else {
         desired.push(Desired::new("OptionsApplied", true, "Applied", ""));
     }
-    let _ = down;
     let status = GlusterVolumeStatus {
         volume_id: Some(vol.id.clone()),
         bricks_summary: Some(format!("{online}/{total}")),
@@ -509,7 +508,8 @@ async fn cleanup(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         tracing::warn!(volume = %name, "cluster is gone; nothing left to delete in gluster");
         return Ok(Action::await_change());
     };
-    let creds = cluster::ensure_pki(ctx, &gc).await?;
+    // Read-only: certificates are issued by the cluster reconcile alone.
+    let creds = cluster::read_credentials(&ctx.client, &gc).await?;
     let (mut agents, _down) = cluster::agents(ctx, &gc, &creds).await?;
     let Some(anchor) = agents.first_mut() else {
         return Err(Error::NotReady(format!(

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use csi::controller_server::Controller;
 use csi::node_server::Node;
 use csi_proto::v1 as csi;
-use gk_agent::proto::{VolumeCreateRequest, VolumeSpec, VolumeType};
 use gk_csi::backend::{Pool, StaticPools};
 use gk_csi::driver::Driver;
 use gk_csi::params::ObjectKey;
@@ -49,25 +48,7 @@ async fn main() {
     let net = GlusterNet::start(3).expect("glusterd nodes");
     let agents = AgentSet::start(&net).await.expect("agents");
     net.form_pool().await.expect("pool");
-    let mut agent = agents.client(0).await.unwrap();
-    let bricks = net
-        .nodes()
-        .iter()
-        .map(|n| format!("{}:{}/pool", n.address, n.brick_root().display()))
-        .collect();
-    agent
-        .volume_create(VolumeCreateRequest {
-            spec: Some(VolumeSpec {
-                name: "pool".into(),
-                r#type: VolumeType::Replicate as i32,
-                replica: 3,
-                bricks,
-                ..Default::default()
-            }),
-            start: true,
-        })
-        .await
-        .unwrap();
+    let agent = agents.replica3(&net, 0, "pool").await.expect("pool volume");
     let key = ObjectKey {
         namespace: "storage".into(),
         name: "pool".into(),

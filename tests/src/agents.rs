@@ -143,4 +143,34 @@ impl AgentSet {
             .connect_lazy();
         Ok(BrickAgentClient::new(channel))
     }
+
+    /// A started replica-3 volume with one brick on each of the first three nodes, made
+    /// through node `i`'s agent; returns that agent's client.
+    pub async fn replica3(
+        &self,
+        net: &GlusterNet,
+        i: usize,
+        name: &str,
+    ) -> Result<BrickAgentClient<Channel>, EnvError> {
+        use gk_agent::proto::{VolumeCreateRequest, VolumeSpec, VolumeType};
+        let bricks = net.nodes()[..3]
+            .iter()
+            .map(|n| format!("{}:{}/{name}", n.address, n.brick_root().display()))
+            .collect();
+        let mut agent = self.client(i).await?;
+        agent
+            .volume_create(VolumeCreateRequest {
+                spec: Some(VolumeSpec {
+                    name: name.into(),
+                    r#type: VolumeType::Replicate as i32,
+                    replica: 3,
+                    bricks,
+                    ..Default::default()
+                }),
+                start: true,
+            })
+            .await
+            .map_err(|s| EnvError::Setup(format!("creating volume {name}: {}", s.message())))?;
+        Ok(agent)
+    }
 }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use csi::controller_client::ControllerClient;
 use csi::node_client::NodeClient;
 use csi_proto::v1 as csi;
-use gk_agent::proto::{VolumeCreateRequest, VolumeSpec, VolumeType};
 use gk_csi::backend::{Pool, StaticPools};
 use gk_csi::driver::Driver;
 use gk_csi::params::ObjectKey;
@@ -31,25 +30,7 @@ async fn start() -> Env {
     let net = GlusterNet::start(3).unwrap();
     let agents = AgentSet::start(&net).await.unwrap();
     net.form_pool().await.unwrap();
-    let bricks: Vec<String> = net
-        .nodes()
-        .iter()
-        .map(|n| format!("{}:{}/pool", n.address, n.brick_root().display()))
-        .collect();
-    let mut agent = agents.client(0).await.unwrap();
-    agent
-        .volume_create(VolumeCreateRequest {
-            spec: Some(VolumeSpec {
-                name: "pool".into(),
-                r#type: VolumeType::Replicate as i32,
-                replica: 3,
-                bricks,
-                ..Default::default()
-            }),
-            start: true,
-        })
-        .await
-        .unwrap();
+    let agent = agents.replica3(&net, 0, "pool").await.unwrap();
     let pool = Pool {
         agent,
         volume: "pool".into(),
@@ -458,33 +439,11 @@ async fn restarted_plugin_reports_and_repairs_broken_mounts() {
     std::fs::write(target.join("before"), &before).unwrap();
 
     // The plugin goes away, and its gluster client with it.
-    let client_pid = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                let c = String::from_utf8_lossy(&c).replace('\0', " ");
-                c.contains("glusterfs") && c.contains(&staging.display().to_string())
-            })
-        })
-        .expect("the FUSE client of the staging mount");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(client_pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match nix::sys::statvfs::statvfs(&target) {
-            Err(nix::Error::ENOTCONN) => break,
-            _ => assert!(
-                std::time::Instant::now() < deadline,
-                "the mount did not break"
-            ),
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    gk_testenv::kill_fuse_client(&staging);
+    assert_eq!(
+        nix::sys::statvfs::statvfs(&target).err(),
+        Some(nix::Error::ENOTCONN)
+    );
 
     // A new plugin instance on the same node: it reports the volume, then repairs it.
     let driver = env.start_plugin().await;

@@ -114,28 +114,7 @@ async fn replica3_volume_is_created_mounted_written_and_read_back() {
 
     // A mount whose gluster client died (ENOTCONN) is still unmounted, not taken for absent.
     mounter.mount(&source, &target, &log, &[]).await.unwrap();
-    let client = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                let c = String::from_utf8_lossy(&c).replace('\0', " ");
-                c.contains("glusterfs") && c.contains(&target.display().to_string())
-            })
-        })
-        .expect("the FUSE client");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(client),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    for _ in 0..100 {
-        if nix::sys::statvfs::statvfs(&target) == Err(nix::Error::ENOTCONN) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    gk_testenv::kill_fuse_client(&target);
     assert!(
         !target.exists(),
         "stat should fail on a mount with a dead client"
