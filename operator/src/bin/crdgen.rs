@@ -1,10 +1,21 @@
-//! Writes the CRDs to deploy/crds/crds.yaml (or the path given).
+//! Writes the CRDs where they are installed from: deploy/crds/crds.yaml (kubectl) and
+//! charts/glusterkube/crds/crds.yaml (helm), or only to the path given.
 
 fn main() -> anyhow::Result<()> {
-    let path = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/crds/crds.yaml").into());
-    std::fs::write(&path, gk_operator::crd::yaml()?)?;
-    eprintln!("wrote {path}");
+    let yaml = gk_operator::crd::yaml()?;
+    let paths: Vec<String> = match std::env::args().nth(1) {
+        Some(path) => vec![path],
+        None => gk_operator::crd::COMMITTED_PATHS
+            .iter()
+            .map(|p| format!("{}/../{p}", env!("CARGO_MANIFEST_DIR")))
+            .collect(),
+    };
+    for path in paths {
+        if let Some(dir) = std::path::Path::new(&path).parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&path, &yaml)?;
+        eprintln!("wrote {path}");
+    }
     Ok(())
 }
