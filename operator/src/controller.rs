@@ -95,6 +95,8 @@ pub async fn run(
             }
         });
     let volumes = Api::<GlusterVolume>::all(client.clone());
+    let ctx_for_pvs = ctx.clone();
+    let shutdown_for_pvs = shutdown.clone();
     let volume_ctrl = Controller::new(volumes, watcher::Config::default())
         .graceful_shutdown_on(shutdown)
         .run(crate::volume::reconcile, error_policy, ctx)
@@ -103,7 +105,48 @@ pub async fn run(
                 tracing::debug!(error = %e, "volume reconcile");
             }
         });
-    futures::join!(cluster_ctrl, volume_ctrl);
+    let pv_counts = count_persistent_volumes(client, ctx_for_pvs, shutdown_for_pvs);
+    futures::join!(cluster_ctrl, volume_ctrl, pv_counts);
+}
+
+/// Keeps the PersistentVolume count per GlusterVolume in the metrics current: PVs are
+/// watched (one list, then events), and counted from that cache every refresh interval.
+async fn count_persistent_volumes(
+    client: Client,
+    ctx: Arc<Context>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    use k8s_openapi::api::core::v1::PersistentVolume;
+    use kube::runtime::{reflector, WatchStreamExt};
+    let (reader, writer) = reflector::store::<PersistentVolume>();
+    let watch = reflector(
+        writer,
+        watcher(
+            Api::<PersistentVolume>::all(client),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .for_each(|_| async {});
+    let count = async {
+        loop {
+            tokio::time::sleep(ctx.config.refresh.min(Duration::from_secs(30))).await;
+            if reader.wait_until_ready().await.is_err() {
+                return;
+            }
+            let pvs = reader.state();
+            let counts = crate::volume::persistent_volumes_per_volume(
+                pvs.iter().map(|p| p.as_ref()),
+                &ctx.config.csi_driver,
+            );
+            ctx.metrics.persistent_volumes(&counts);
+        }
+    };
+    tokio::select! {
+        _ = watch => {},
+        _ = count => {},
+        _ = shutdown => {},
+    }
 }
 
 /// Spec errors wait for the user to change the spec; everything else is retried soon.

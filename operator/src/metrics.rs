@@ -1,6 +1,7 @@
-//! Prometheus metrics: reconciles, errors and their duration, and per-volume bricks online
-//! and heal pending.
+//! Prometheus metrics: reconciles, errors and their duration, and per volume: bricks online,
+//! heal pending, capacity and use, and the PersistentVolumes it backs.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -35,6 +36,9 @@ pub struct Metrics {
     bricks_online: Family<VolumeLabel, Gauge>,
     bricks_total: Family<VolumeLabel, Gauge>,
     heal_pending: Family<VolumeLabel, Gauge>,
+    capacity_bytes: Family<VolumeLabel, Gauge>,
+    used_bytes: Family<VolumeLabel, Gauge>,
+    persistent_volumes: Family<VolumeLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -48,6 +52,9 @@ impl Default for Metrics {
         let bricks_online = Family::<VolumeLabel, Gauge>::default();
         let bricks_total = Family::<VolumeLabel, Gauge>::default();
         let heal_pending = Family::<VolumeLabel, Gauge>::default();
+        let capacity_bytes = Family::<VolumeLabel, Gauge>::default();
+        let used_bytes = Family::<VolumeLabel, Gauge>::default();
+        let persistent_volumes = Family::<VolumeLabel, Gauge>::default();
         registry.register("reconciles", "Reconciles started", reconciles.clone());
         registry.register(
             "reconcile_errors",
@@ -70,6 +77,21 @@ impl Default for Metrics {
             "Entries waiting for self-heal per volume",
             heal_pending.clone(),
         );
+        registry.register(
+            "volume_capacity_bytes",
+            "Usable bytes per volume",
+            capacity_bytes.clone(),
+        );
+        registry.register(
+            "volume_used_bytes",
+            "Bytes in use per volume",
+            used_bytes.clone(),
+        );
+        registry.register(
+            "volume_persistent_volumes",
+            "PersistentVolumes of the CSI driver backed by each volume",
+            persistent_volumes.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             reconciles,
@@ -78,6 +100,9 @@ impl Default for Metrics {
             bricks_online,
             bricks_total,
             heal_pending,
+            capacity_bytes,
+            used_bytes,
+            persistent_volumes,
         }
     }
 }
@@ -127,6 +152,28 @@ impl Metrics {
         self.heal_pending.get_or_create(&l).set(pending);
     }
 
+    pub fn capacity(&self, namespace: &str, volume: &str, total_bytes: i64, used_bytes: i64) {
+        let l = VolumeLabel {
+            namespace: namespace.into(),
+            volume: volume.into(),
+        };
+        self.capacity_bytes.get_or_create(&l).set(total_bytes);
+        self.used_bytes.get_or_create(&l).set(used_bytes);
+    }
+
+    /// Replaces the PersistentVolume counts, so volumes that lost their last PV drop out.
+    pub fn persistent_volumes(&self, counts: &BTreeMap<(String, String), i64>) {
+        self.persistent_volumes.clear();
+        for ((namespace, volume), n) in counts {
+            self.persistent_volumes
+                .get_or_create(&VolumeLabel {
+                    namespace: namespace.clone(),
+                    volume: volume.clone(),
+                })
+                .set(*n);
+        }
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -147,6 +194,9 @@ mod tests {
         m.reconcile_started("GlusterVolume").finish();
         m.error("agent");
         m.volume("ns", "v", 2, 3, 17);
+        m.capacity("ns", "v", 1000, 250);
+        m.persistent_volumes(&BTreeMap::from([(("ns".into(), "old".into()), 4)]));
+        m.persistent_volumes(&BTreeMap::from([(("ns".into(), "v".into()), 5)]));
         let text = m.encode();
         assert!(
             text.contains("glusterkube_reconciles_total{kind=\"GlusterVolume\"} 1"),
@@ -164,5 +214,18 @@ mod tests {
             text.contains("glusterkube_volume_heal_pending{namespace=\"ns\",volume=\"v\"} 17"),
             "{text}"
         );
+        assert!(
+            text.contains("glusterkube_volume_capacity_bytes{namespace=\"ns\",volume=\"v\"} 1000"),
+            "{text}"
+        );
+        assert!(
+            text.contains("glusterkube_volume_used_bytes{namespace=\"ns\",volume=\"v\"} 250"),
+            "{text}"
+        );
+        assert!(
+            text.contains("glusterkube_volume_persistent_volumes{namespace=\"ns\",volume=\"v\"} 5"),
+            "{text}"
+        );
+        assert!(!text.contains("volume=\"old\""), "{text}");
     }
 }

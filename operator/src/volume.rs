@@ -411,6 +411,12 @@ async fn observe(
         total as i64,
         pending.unwrap_or(0),
     );
+    ctx.metrics.capacity(
+        &gv.namespace().unwrap_or_default(),
+        &gv.name_any(),
+        total_bytes as i64,
+        total_bytes.saturating_sub(free_bytes) as i64,
+    );
     set_status(ctx, gv, status, &desired).await?;
 
     if dead_on_live_nodes {
@@ -452,6 +458,30 @@ pub fn human_bytes(b: u64) -> String {
     } else {
         format!("{v:.1}{}", UNITS[u])
     }
+}
+
+/// PersistentVolumes of the CSI driver `driver` per GlusterVolume (namespace, name), read
+/// from the "pool" volume attribute the driver writes into every PV it provisions.
+pub fn persistent_volumes_per_volume<'a>(
+    pvs: impl IntoIterator<Item = &'a PersistentVolume>,
+    driver: &str,
+) -> std::collections::BTreeMap<(String, String), i64> {
+    let mut counts = std::collections::BTreeMap::new();
+    for pv in pvs {
+        let Some(csi) = pv.spec.as_ref().and_then(|s| s.csi.as_ref()) else {
+            continue;
+        };
+        if csi.driver != driver {
+            continue;
+        }
+        let pool = csi.volume_attributes.as_ref().and_then(|a| a.get("pool"));
+        if let Some((ns, name)) = pool.and_then(|p| p.split_once('/')) {
+            *counts
+                .entry((ns.to_string(), name.to_string()))
+                .or_insert(0) += 1;
+        }
+    }
+    counts
 }
 
 /// Deletion: refused while PersistentVolumes use the volume; otherwise the gluster volume is
@@ -552,4 +582,41 @@ async fn cleanup(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         }
     }
     Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pv(driver: &str, pool: Option<&str>) -> PersistentVolume {
+        let mut attrs = serde_json::json!({});
+        if let Some(p) = pool {
+            attrs["pool"] = p.into();
+        }
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "pv"},
+            "spec": {"csi": {"driver": driver, "volumeHandle": "h", "volumeAttributes": attrs}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn counts_persistent_volumes_of_our_driver_per_pool() {
+        let d = "gluster.glusterkube.dev";
+        let pvs = [
+            pv(d, Some("storage/pool")),
+            pv(d, Some("storage/pool")),
+            pv(d, Some("apps/pvc-1")),
+            pv("other.csi", Some("storage/pool")),
+            pv(d, None),
+        ];
+        let counts = persistent_volumes_per_volume(&pvs, d);
+        assert_eq!(
+            counts.into_iter().collect::<Vec<_>>(),
+            vec![
+                (("apps".into(), "pvc-1".into()), 1),
+                (("storage".into(), "pool".into()), 2),
+            ]
+        );
+    }
 }

@@ -45,10 +45,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
 
 /// Where crdgen writes the CRDs, relative to the repository root: the plain manifests and
 /// the Helm chart's crds/ directory carry the same file.
-pub const COMMITTED_PATHS: [&str; 2] = [
-    "deploy/crds/crds.yaml",
-    "charts/glusterkube/crds/crds.yaml",
-];
+pub const COMMITTED_PATHS: [&str; 2] =
+    ["deploy/crds/crds.yaml", "charts/glusterkube/crds/crds.yaml"];
 
 /// The CRDs as one multi-document YAML stream, as crdgen writes it.
 pub fn yaml() -> Result<String, serde_yaml::Error> {
