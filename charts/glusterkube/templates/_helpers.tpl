@@ -1,0 +1,42 @@
+{{/* Names: everything is prefixed with the release's full name, so objects say what installed them. */}}
+{{- define "glusterkube.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The CSI driver name is compiled into gk-csi and the operator; it is not a value. */}}
+{{- define "glusterkube.driverName" -}}gluster.glusterkube.dev{{- end -}}
+
+{{- define "glusterkube.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "glusterkube.labels" -}}
+{{ include "glusterkube.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: glusterkube
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* An image reference: repository:tag, the tag defaulting to the chart's appVersion. */}}
+{{- define "glusterkube.image" -}}
+{{- $img := index . 0 -}}{{- $root := index . 1 -}}
+{{- printf "%s:%s" $img.repository (default $root.Chart.AppVersion $img.tag) -}}
+{{- end -}}
+
+{{/* The node plugin's directory under the kubelet's plugins directory: its socket and state. */}}
+{{- define "glusterkube.pluginDir" -}}
+{{- printf "%s/plugins/%s" .Values.csi.node.kubeletDir (include "glusterkube.driverName" .) -}}
+{{- end -}}
+
+{{- define "glusterkube.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+{{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}

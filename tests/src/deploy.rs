@@ -1,0 +1,113 @@
+//! The plain manifests in deploy/ are the Helm chart rendered with its default values: one
+//! source of truth, so `kubectl apply -k deploy/` and `helm install` make the same objects.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::{repo_root, EnvError};
+
+/// The release name and namespace deploy/ is rendered for.
+pub const RELEASE: &str = "glusterkube";
+pub const NAMESPACE: &str = "glusterkube-system";
+/// The rendered chart, relative to the repository root.
+pub const MANIFEST: &str = "deploy/glusterkube.yaml";
+
+const HEADER: &str = "# Generated from charts/glusterkube with its default values by\n\
+# `cargo run -p gk-testenv --bin deploygen` (release glusterkube, namespace\n\
+# glusterkube-system). Do not edit: change the chart and run deploygen.\n";
+
+/// The helm binary tests/env/install-tools.sh builds (under $GK_CACHE/bin), else the one on
+/// PATH. Missing helm is an error, never a skip.
+pub fn helm() -> Result<PathBuf, EnvError> {
+    let cache = std::env::var("GK_CACHE").unwrap_or_else(|_| "/var/cache/glusterkube".into());
+    let cached = PathBuf::from(cache).join("bin/helm");
+    if cached.is_file() {
+        return Ok(cached);
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("helm"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            EnvError::Setup(
+                "helm not found in $GK_CACHE/bin or PATH: run tests/env/install-tools.sh".into(),
+            )
+        })
+}
+
+/// Runs helm with `args` and returns its standard output; a non-zero exit is an error
+/// carrying helm's standard error.
+pub fn run_helm(args: &[&str]) -> Result<String, EnvError> {
+    let helm = helm()?;
+    let out = Command::new(&helm)
+        .args(args)
+        .output()
+        .map_err(|e| EnvError::Command {
+            command: format!("helm {}", args.join(" ")),
+            detail: e.to_string(),
+        })?;
+    if !out.status.success() {
+        return Err(EnvError::Command {
+            command: format!("helm {}", args.join(" ")),
+            detail: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The chart directory.
+pub fn chart_dir() -> PathBuf {
+    repo_root().join("charts/glusterkube")
+}
+
+/// `helm template` of the chart as `release` in `namespace`, with extra arguments.
+pub fn render(release: &str, namespace: &str, extra: &[&str]) -> Result<String, EnvError> {
+    let chart = chart_dir();
+    let mut args = vec![
+        "template",
+        release,
+        chart.to_str().expect("utf-8 path"),
+        "--namespace",
+        namespace,
+    ];
+    args.extend_from_slice(extra);
+    run_helm(&args)
+}
+
+/// Helm's bookkeeping labels mean nothing to objects applied with kubectl.
+fn is_helm_only(line: &str) -> bool {
+    let l = line.trim_start();
+    l.starts_with("helm.sh/chart:") || l == "app.kubernetes.io/managed-by: Helm"
+}
+
+/// A chart render turned into plain manifests: the header, and without Helm's labels.
+/// Comments (the reason for every RBAC rule) are kept.
+pub fn plain_manifests(rendered: &str) -> String {
+    let mut out = String::from(HEADER);
+    for line in rendered.lines().filter(|l| !is_helm_only(l)) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// What deploy/glusterkube.yaml must hold.
+pub fn expected_manifest() -> Result<String, EnvError> {
+    Ok(plain_manifests(&render(RELEASE, NAMESPACE, &[])?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_helm_labels_keeps_comments() {
+        let r = "---\n# Source: x\n# why\nmetadata:\n  labels:\n    helm.sh/chart: glusterkube-0.1.0\n    app.kubernetes.io/managed-by: Helm\n    app.kubernetes.io/name: glusterkube\n";
+        let p = plain_manifests(r);
+        assert!(p.starts_with(HEADER));
+        assert!(p.ends_with(
+            "---\n# Source: x\n# why\nmetadata:\n  labels:\n    app.kubernetes.io/name: glusterkube\n"
+        ));
+    }
+}
