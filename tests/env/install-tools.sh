@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Installs the real tools the tests need: Debian's gluster, etcd, xfsprogs, protoc; csi-sanity and
-# helm built from Go modules at pinned versions. Idempotent: a second run only checks.
+# Installs the real tools the tests need: Debian's gluster, etcd, xfsprogs, protoc, and for the
+# local node (tests/env/node.sh) containerd, runc, the CNI plugins, iptables, socat and
+# debootstrap; csi-sanity and helm built from Go modules at pinned versions. Idempotent: a second run only checks.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
 
 apt_packages=(glusterfs-server glusterfs-client xfsprogs attr protobuf-compiler libprotobuf-dev
-  etcd-server iproute2 openssl curl psmisc procps util-linux)
+  etcd-server iproute2 openssl curl psmisc procps util-linux
+  containerd runc containernetworking-plugins iptables conntrack socat debootstrap)
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -48,7 +50,7 @@ go_tool helm "$GK_HELM_VERSION" helm.sh/helm/v3/cmd/helm \
 
 "$bin/csi-sanity" -h >/dev/null 2>&1 || gk_die "csi-sanity does not run"
 "$bin/helm" version --short | grep -q "$GK_HELM_VERSION" || gk_die "helm does not report $GK_HELM_VERSION"
-for t in gluster glusterd glusterfs mkfs.xfs protoc etcd setfattr; do
+for t in gluster glusterd glusterfs mkfs.xfs protoc etcd setfattr containerd runc ctr iptables socat debootstrap; do
   command -v "$t" >/dev/null || gk_die "$t is missing after install"
 done
 gk_log "tools ready in $bin"

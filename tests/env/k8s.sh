@@ -3,6 +3,7 @@
 # kube-controller-manager and kube-scheduler, built from the Go module proxy.
 #
 #   k8s.sh build     build (or reuse) the binaries for $GK_K8S_VERSION
+#   k8s.sh build-node  the same for kubelet and kube-proxy (tests/env/node.sh)
 #   k8s.sh start     build if needed, generate PKI, start everything, wait for /readyz
 #   k8s.sh stop      stop the processes (apiserver before etcd)
 #   k8s.sh clean     stop and remove the state directory (etcd data, PKI, logs)
@@ -23,10 +24,15 @@ api_port=${GK_APISERVER_PORT:-16443}
 kcm_port=${GK_KCM_PORT:-10257}
 sched_port=${GK_SCHED_PORT:-10259}
 components=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+# The node's components (tests/env/node.sh), built from the same module on demand only.
+node_components=(kubelet kube-proxy)
 
+# build [COMPONENT...]: the control plane's components unless others are named.
 build() {
+  local want=("$@")
+  [ ${#want[@]} -gt 0 ] || want=("${components[@]}")
   local missing=0
-  for c in "${components[@]}"; do [ -x "$bindir/$c" ] || missing=1; done
+  for c in "${want[@]}"; do [ -x "$bindir/$c" ] || missing=1; done
   [ $missing = 1 ] || return 0
 
   # A Go newer than the one a release pins breaks it (kube-openapi then emits an OpenAPI
@@ -57,7 +63,7 @@ build() {
   grep -q 'k8s.io/client-go => k8s.io/client-go' "$mod/go.mod" || gk_die "replace list generation found no staging modules in $gomod"
 
   local pkgs=() c
-  for c in "${components[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c@$ver"); done
+  for c in "${want[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c@$ver"); done
   (cd "$mod" && go get "${pkgs[@]}")
 
   local minor=${ver#v1.}; minor=${minor%%.*}
@@ -65,59 +71,19 @@ build() {
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $p.gitVersion=$ver -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
-  for c in "${components[@]}"; do
+  for c in "${want[@]}"; do
     if [ ! -x "$bindir/$c" ]; then
       gk_log "go build $c"
       (cd "$mod" && go build -trimpath -ldflags "-s -w $ldflags" -o "$bindir/$c.tmp" "k8s.io/kubernetes/cmd/$c")
       mv "$bindir/$c.tmp" "$bindir/$c"
     fi
   done
-  "$bindir/kubectl" version --client | grep -q "$ver" || gk_die "kubectl does not report $ver"
-}
-
-# cert NAME CN O [SANs]: a key and a certificate signed by our CA.
-cert() {
-  local name=$1 cn=$2 org=$3 sans=${4:-}
-  [ -f "$pki/$name.crt" ] && return 0
-  openssl genrsa -out "$pki/$name.key" 2048 2>/dev/null
-  local subj="/CN=$cn"; [ -n "$org" ] && subj="/O=$org$subj"
-  openssl req -new -key "$pki/$name.key" -subj "$subj" -out "$pki/$name.csr" 2>/dev/null
-  local ext="$pki/$name.ext"
-  {
-    echo "basicConstraints=CA:FALSE"
-    echo "keyUsage=critical,digitalSignature,keyEncipherment"
-    if [ -n "$sans" ]; then
-      echo "extendedKeyUsage=serverAuth,clientAuth"
-      echo "subjectAltName=$sans"
-    else
-      echo "extendedKeyUsage=clientAuth"
-    fi
-  } > "$ext"
-  openssl x509 -req -in "$pki/$name.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-    -days 365 -sha256 -extfile "$ext" -out "$pki/$name.crt" 2>/dev/null
-  rm -f "$pki/$name.csr" "$ext"
-}
-
-kubeconfig() {
-  local name=$1
-  cat > "$state/$name.kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster:
-    server: https://127.0.0.1:$api_port
-    certificate-authority: $pki/ca.crt
-users:
-- name: $name
-  user:
-    client-certificate: $pki/$name.crt
-    client-key: $pki/$name.key
-contexts:
-- name: local
-  context: {cluster: local, user: $name}
-current-context: local
-KC
+  for c in "${want[@]}"; do
+    case $c in
+      kubectl) "$bindir/kubectl" version --client | grep -q "$ver" || gk_die "kubectl does not report $ver" ;;
+      kubelet|kube-proxy) "$bindir/$c" --version | grep -q "$ver" || gk_die "$c does not report $ver" ;;
+    esac
+  done
 }
 
 pki_setup() {
@@ -134,6 +100,8 @@ pki_setup() {
   cert admin admin system:masters
   cert controller-manager system:kube-controller-manager ""
   cert scheduler system:kube-scheduler ""
+  # The apiserver's client certificate towards kubelets (logs, exec, port-forward).
+  cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
   [ -f "$pki/sa.key" ] || { openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null; openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null; }
   kubeconfig admin
   kubeconfig controller-manager
@@ -179,7 +147,8 @@ start() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 --endpoint-reconciler-type=none \
-    --authorization-mode=Node,RBAC --allow-privileged=true
+    --authorization-mode=Node,RBAC --allow-privileged=true \
+    --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" --kubelet-client-key="$pki/apiserver-kubelet-client.key"
   wait_for kube-apiserver 240 "$bindir/kubectl" --kubeconfig "$state/admin.kubeconfig" get --raw=/readyz
 
   launch kube-controller-manager "$bindir/kube-controller-manager" \
@@ -226,11 +195,12 @@ status() {
 
 case "${1:-}" in
   build) build ;;
+  build-node) build "${node_components[@]}" ;;
   start) start ;;
   stop) stop ;;
   clean) stop; rm -rf "$state" ;;
   status) status ;;
   env) echo "export KUBECONFIG=$state/admin.kubeconfig PATH=$bindir:\$PATH" ;;
   paths) printf "KUBECONFIG=%s\nBIN=%s\n" "$state/admin.kubeconfig" "$bindir" ;;
-  *) echo "usage: $0 build|start|stop|clean|status|env|paths" >&2; exit 2 ;;
+  *) echo "usage: $0 build|build-node|start|stop|clean|status|env|paths" >&2; exit 2 ;;
 esac
