@@ -1,0 +1,1230 @@
+//! The Helm chart and the plain manifests in deploy/, against the real local apiserver:
+//! lint, values schema, least-privilege RBAC (checked on the rendered text and by running the
+//! operator's and CSI controller's own code under their service accounts), server-side
+//! validation, parity of deploy/ with the chart's default render, and a release installed,
+//! upgraded and uninstalled with nothing cluster-scoped left behind but the CRDs.
+//!
+//! Nothing here needs a kubelet: pods stay Pending, which is all these checks need.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use gk_testenv::deploy::{self, render, run_helm};
+use gk_testenv::k8s::ControlPlane;
+use gk_testenv::repo_root;
+use kube::ResourceExt;
+use serde_json::{json, Value};
+
+/// Every YAML document of a multi-document stream (documents split at `---` lines, as
+/// helm and kubectl write them), as JSON values; empty documents dropped.
+fn docs(yaml: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut doc = String::new();
+    for line in yaml.lines().chain(std::iter::once("---")) {
+        if line == "---" {
+            let v: Value = serde_yaml::from_str(&doc)
+                .unwrap_or_else(|e| panic!("invalid YAML document: {e}\n{doc}"));
+            if !v.is_null() {
+                out.push(v);
+            }
+            doc.clear();
+        } else {
+            doc.push_str(line);
+            doc.push('\n');
+        }
+    }
+    out
+}
+
+type Key = (String, String, String);
+
+fn key(v: &Value) -> Key {
+    let s = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    (s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
+}
+
+/// The objects of a render, by kind, namespace and name (each must be unique).
+fn by_key(objects: Vec<Value>) -> BTreeMap<Key, Value> {
+    let mut out = BTreeMap::new();
+    for o in objects {
+        let k = key(&o);
+        assert!(out.insert(k.clone(), o).is_none(), "{k:?} is defined twice");
+    }
+    out
+}
+
+/// A process-unique name, so this test can run beside other runs on the shared apiserver.
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", std::process::id())
+}
+
+fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
+    cp.kubectl(args)
+        .unwrap_or_else(|e| panic!("kubectl {}: {e}", args.join(" ")))
+}
+
+/// kubectl with `input` as the file behind `-f`.
+fn kubectl_with_file(cp: &ControlPlane, input: &str, args: &[&str]) -> Result<String, String> {
+    let path = std::env::temp_dir().join(format!(
+        "gk-deploy-{}-{}.yaml",
+        std::process::id(),
+        input.len()
+    ));
+    std::fs::write(&path, input).expect("writing a temporary manifest");
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["-f", path.to_str().expect("utf-8 path")]);
+    let r = cp.kubectl(&all).map_err(|e| e.to_string());
+    let _ = std::fs::remove_file(&path);
+    r
+}
+
+/// The chart's name prefix for a release (its "glusterkube.fullname" helper).
+fn fullname(release: &str) -> String {
+    if release.contains("glusterkube") {
+        release.to_string()
+    } else {
+        format!("{release}-glusterkube")
+    }
+}
+
+/// Removes what a test made on the shared apiserver (its release and namespace), also when
+/// the test panics halfway.
+struct Cleanup {
+    cp: ControlPlane,
+    namespace: String,
+    release: Option<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(release) = &self.release {
+            let kubeconfig = self.cp.kubeconfig.to_str().unwrap_or_default().to_string();
+            let _ = run_helm(&[
+                "uninstall",
+                release,
+                "--namespace",
+                &self.namespace,
+                "--kubeconfig",
+                &kubeconfig,
+                "--ignore-not-found",
+            ]);
+        }
+        let _ = self.cp.kubectl(&[
+            "delete",
+            "namespace",
+            &self.namespace,
+            "--wait=false",
+            "--ignore-not-found",
+        ]);
+    }
+}
+
+/// Keeps the release's pods off every node: the shared apiserver may have real kubelets
+/// (other tests' nodes), and a second operator or node plugin there would interfere.
+const NO_NODE: &[&str] = &[
+    "--set",
+    "operator.nodeSelector.gk-deploy-test=unschedulable",
+    "--set",
+    "csi.controller.nodeSelector.gk-deploy-test=unschedulable",
+    "--set",
+    "csi.node.nodeSelector.gk-deploy-test=unschedulable",
+];
+
+fn control_plane() -> ControlPlane {
+    ControlPlane::ensure().expect("the local control plane (tests/env/k8s.sh)")
+}
+
+/// Values that switch every optional part on (the ServiceMonitor needs the Prometheus
+/// Operator's CRD, so it is only rendered, not applied).
+const ALL_OPTIONS: &[&str] = &[
+    "--set",
+    "csi.node.mountOnHost=true",
+    "--set",
+    "imagePullSecrets[0].name=regcred",
+    "--set",
+    "storageClasses[0].name=gk-test-subdir",
+    "--set",
+    "storageClasses[0].isDefault=true",
+    "--set",
+    "storageClasses[0].parameters.pool=storage/pool",
+    "--set",
+    "storageClasses[1].name=gk-test-dedicated",
+    "--set",
+    "storageClasses[1].allowVolumeExpansion=false",
+    "--set",
+    "storageClasses[1].parameters.mode=dedicated",
+    "--set",
+    "storageClasses[1].parameters.cluster=storage/gluster",
+    "--set",
+    "csi.controller.replicas=2",
+];
+
+#[test]
+fn chart_lints_clean() {
+    let chart = deploy::chart_dir();
+    let chart = chart.to_str().expect("utf-8 path");
+    for extra in [
+        &[][..],
+        ALL_OPTIONS,
+        &["--set", "metrics.serviceMonitor.enabled=true"],
+    ] {
+        let mut args = vec!["lint", "--strict", chart];
+        args.extend_from_slice(extra);
+        let out = run_helm(&args).unwrap_or_else(|e| panic!("helm lint {extra:?}: {e}"));
+        assert!(
+            out.contains("1 chart(s) linted, 0 chart(s) failed"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("[WARNING]") && !out.contains("[ERROR]"),
+            "helm lint {extra:?} is not clean:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn chart_version_is_the_workspace_version() {
+    let chart: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(deploy::chart_dir().join("Chart.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(chart["version"], env!("CARGO_PKG_VERSION"));
+    // Images default to that version; sidecars are pinned to released tags.
+    let objects = docs(&render("gk", "ns", &[]).unwrap());
+    let images: Vec<String> = objects
+        .iter()
+        .flat_map(|o| {
+            o.pointer("/spec/template/spec/containers")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|c| c["image"].as_str().unwrap().to_string())
+        .collect();
+    let version = env!("CARGO_PKG_VERSION");
+    for want in [
+        format!("ghcr.io/glusterkube/operator:{version}"),
+        format!("ghcr.io/glusterkube/csi:{version}"),
+    ] {
+        assert!(images.contains(&want), "{want} not in {images:?}");
+    }
+    for image in &images {
+        let (_, tag) = image.rsplit_once(':').expect("every image has a tag");
+        assert!(!tag.is_empty() && tag != "latest", "{image} is not pinned");
+    }
+    let operator = objects
+        .iter()
+        .find(|o| {
+            key(o)
+                == (
+                    "Deployment".into(),
+                    "ns".into(),
+                    "gk-glusterkube-operator".into(),
+                )
+        })
+        .expect("the operator Deployment");
+    let env = &operator["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array().unwrap().contains(&json!({
+            "name": "GK_BRICK_IMAGE",
+            "value": format!("ghcr.io/glusterkube/brick:{version}"),
+        })),
+        "{env}"
+    );
+}
+
+#[test]
+fn bad_values_fail_naming_the_value() {
+    for (set, named) in [
+        ("operator.image.pullPolicy=Sometimes", "pullPolicy"),
+        ("csi.node.kubeletDir=var/lib/kubelet", "kubeletDir"),
+        (
+            "csi.node.kubeletDir=/a/very/long/kubelet/root/directory/that/makes/the/socket/path/too/long",
+            "kubeletDir",
+        ),
+        ("operator.refreshSeconds=0", "refreshSeconds"),
+        ("operator.replicas=2", "replicas"),
+        ("storageClasses[0].name=x", "parameters"),
+        ("csi.fsGroupPolicy=Sometimes", "fsGroupPolicy"),
+    ] {
+        let err = render("gk", "ns", &["--set", set])
+            .expect_err(&format!("--set {set} was accepted"))
+            .to_string();
+        assert!(
+            err.contains("values don't meet the specifications of the schema") && err.contains(named),
+            "--set {set}: the error does not name {named}: {err}"
+        );
+    }
+}
+
+/// The ClusterRoles and Roles of a render with the service accounts bound to each.
+fn roles(objects: &[Value]) -> Vec<(Value, Vec<String>)> {
+    let bindings: Vec<&Value> = objects
+        .iter()
+        .filter(|o| {
+            matches!(
+                o["kind"].as_str(),
+                Some("ClusterRoleBinding" | "RoleBinding")
+            )
+        })
+        .collect();
+    objects
+        .iter()
+        .filter(|o| matches!(o["kind"].as_str(), Some("ClusterRole" | "Role")))
+        .map(|role| {
+            let subjects = bindings
+                .iter()
+                .filter(|b| b["roleRef"]["name"] == role["metadata"]["name"])
+                .filter(|b| b["roleRef"]["kind"] == role["kind"])
+                .flat_map(|b| b["subjects"].as_array().cloned().unwrap_or_default())
+                .map(|s| {
+                    format!(
+                        "{}/{}",
+                        s["namespace"].as_str().unwrap(),
+                        s["name"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            (role.clone(), subjects)
+        })
+        .collect()
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// Whether `role` grants `verb` on `group`/`resource`.
+fn grants(role: &Value, group: &str, resource: &str, verb: &str) -> bool {
+    role["rules"].as_array().unwrap().iter().any(|r| {
+        strings(&r["apiGroups"]).contains(&group)
+            && strings(&r["resources"]).contains(&resource)
+            && strings(&r["verbs"]).contains(&verb)
+    })
+}
+
+/// The least-privilege properties, on one render (text and parsed objects).
+fn check_rbac(text: &str, release: &str, ns: &str) {
+    let full = fullname(release);
+    let objects = docs(text);
+    let roles = roles(&objects);
+    assert_eq!(
+        roles.len(),
+        3,
+        "operator and CSI controller ClusterRoles, the lease Role"
+    );
+    let mut rules = 0;
+    for (role, subjects) in &roles {
+        let name = role["metadata"]["name"].as_str().unwrap();
+        assert!(!subjects.is_empty(), "{name} is bound to nobody");
+        for s in subjects {
+            assert!(
+                s.starts_with(&format!("{ns}/{full}-")),
+                "{name} bound to {s}"
+            );
+        }
+        assert!(role.get("aggregationRule").is_none(), "{name} aggregates");
+        for rule in role["rules"].as_array().expect("rules") {
+            rules += 1;
+            assert!(rule.get("nonResourceURLs").is_none(), "{name}: {rule}");
+            for field in ["apiGroups", "resources", "verbs"] {
+                let values = strings(&rule[field]);
+                assert!(!values.is_empty(), "{name}: {field} empty in {rule}");
+                assert!(
+                    values.iter().all(|v| !v.contains('*')),
+                    "{name}: wildcard in {field}: {rule}"
+                );
+            }
+            for r in strings(&rule["resources"]) {
+                assert!(
+                    ![
+                        "pods/exec",
+                        "pods/attach",
+                        "pods/portforward",
+                        "nodes/proxy",
+                        "serviceaccounts/token"
+                    ]
+                    .contains(&r),
+                    "{name} grants {r}"
+                );
+            }
+            for v in strings(&rule["verbs"]) {
+                assert!(
+                    !["escalate", "bind", "impersonate", "deletecollection"].contains(&v),
+                    "{name} grants {v}"
+                );
+            }
+            // Nobody may delete Secrets (the agent PKI), and the CSI side only reads one.
+            if strings(&rule["resources"]).contains(&"secrets") {
+                assert!(
+                    !strings(&rule["verbs"]).contains(&"delete"),
+                    "{name}: {rule}"
+                );
+            }
+        }
+    }
+    let role = |suffix: &str| {
+        &roles
+            .iter()
+            .find(|(r, _)| {
+                r["kind"] == "ClusterRole"
+                    && r["metadata"]["name"] == format!("{full}-{suffix}").as_str()
+            })
+            .unwrap_or_else(|| panic!("no ClusterRole {suffix}"))
+            .0
+    };
+    let operator = role("operator");
+    let csi = role("csi-controller");
+    for verb in ["create", "patch"] {
+        assert!(
+            grants(operator, "events.k8s.io", "events", verb),
+            "operator events {verb}"
+        );
+    }
+    // The operator deletes nothing itself: owned objects go by garbage collection.
+    for rule in operator["rules"].as_array().unwrap() {
+        assert!(
+            !strings(&rule["verbs"]).contains(&"delete"),
+            "operator: {rule}"
+        );
+    }
+    assert!(grants(csi, "", "secrets", "get"));
+    for verb in ["list", "watch", "create", "patch"] {
+        assert!(
+            !grants(csi, "", "secrets", verb),
+            "csi-controller secrets {verb}"
+        );
+    }
+
+    // The node plugin has no API access at all.
+    let node_sa = format!("{full}-csi-node");
+    for (role, subjects) in &roles {
+        assert!(
+            !subjects.contains(&format!("{ns}/{node_sa}")),
+            "{} binds the node SA",
+            role["metadata"]["name"]
+        );
+    }
+    let sa = objects
+        .iter()
+        .find(|o| key(o) == ("ServiceAccount".into(), ns.into(), node_sa.clone()))
+        .expect("the node service account");
+    assert_eq!(sa["automountServiceAccountToken"], false);
+    let ds = objects
+        .iter()
+        .find(|o| o["kind"] == "DaemonSet")
+        .expect("the node DaemonSet");
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["automountServiceAccountToken"],
+        false
+    );
+
+    // Every rule is preceded by a comment saying why (read from the rendered text, where
+    // comments survive), and every rule found by parsing is counted here too.
+    let lines: Vec<&str> = text.lines().collect();
+    let mut commented = 0;
+    let mut in_rules = false;
+    for (i, line) in lines.iter().enumerate() {
+        if line.starts_with("rules:") {
+            in_rules = true;
+            continue;
+        }
+        if !line.starts_with(' ') && !line.starts_with('-') {
+            in_rules = false;
+        }
+        if in_rules && line.starts_with("  - ") {
+            let prev = lines[..i]
+                .iter()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap();
+            assert!(
+                prev.trim_start().starts_with('#') && prev.len() > 10,
+                "rule without a comment saying why:\n{}\n{}",
+                prev,
+                line
+            );
+            commented += 1;
+        }
+    }
+    assert_eq!(
+        commented, rules,
+        "every parsed rule was checked for its comment"
+    );
+}
+
+#[test]
+fn rbac_is_least_privilege() {
+    check_rbac(&render("gk", "ns", &[]).unwrap(), "gk", "ns");
+    check_rbac(&render("gk", "ns", ALL_OPTIONS).unwrap(), "gk", "ns");
+    // deploy/ carries the same rules and comments.
+    let plain = std::fs::read_to_string(repo_root().join(deploy::MANIFEST)).unwrap();
+    check_rbac(&plain, deploy::RELEASE, deploy::NAMESPACE);
+}
+
+#[test]
+fn node_plugin_pod_is_what_a_kubelet_needs() {
+    let objects = docs(&render("gk", "ns", &[]).unwrap());
+    let ds = objects.iter().find(|o| o["kind"] == "DaemonSet").unwrap();
+    let spec = &ds["spec"]["template"]["spec"];
+    let containers = spec["containers"].as_array().unwrap();
+    let names: Vec<&str> = containers
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["node-driver-registrar", "gk-csi", "liveness-probe"]);
+    let plugin = &containers[1];
+    assert_eq!(plugin["securityContext"]["privileged"], true);
+    let mounts = plugin["volumeMounts"].as_array().unwrap();
+    let propagation = |path: &str| {
+        mounts
+            .iter()
+            .find(|m| m["mountPath"] == path)
+            .map(|m| m["mountPropagation"].clone())
+    };
+    assert_eq!(
+        propagation("/var/lib/kubelet/pods"),
+        Some(json!("Bidirectional"))
+    );
+    assert_eq!(
+        propagation("/var/lib/kubelet/plugins"),
+        Some(json!("Bidirectional"))
+    );
+    assert!(propagation("/dev/fuse").is_some(), "/dev/fuse is mounted");
+    // The registration socket path fits a unix socket (107 bytes) with room to spare.
+    let registrar = &containers[0]["args"];
+    let path = strings(registrar)
+        .iter()
+        .find_map(|a| a.strip_prefix("--kubelet-registration-path="))
+        .expect("registration path")
+        .to_string();
+    assert_eq!(
+        path,
+        "/var/lib/kubelet/plugins/gluster.glusterkube.dev/csi.sock"
+    );
+    let endpoint = plugin["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "CSI_ENDPOINT")
+        .unwrap()["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        endpoint,
+        format!("unix://{path}"),
+        "the registrar announces the plugin's socket"
+    );
+    // With the longest kubeletDir the schema allows, the socket path still fits.
+    let longest = format!("/{}", "k".repeat(59));
+    let objects = docs(
+        &render(
+            "gk",
+            "ns",
+            &["--set", &format!("csi.node.kubeletDir={longest}")],
+        )
+        .unwrap(),
+    );
+    let ds = objects.iter().find(|o| o["kind"] == "DaemonSet").unwrap();
+    let args = strings(&ds["spec"]["template"]["spec"]["containers"][0]["args"])
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>();
+    let path = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--kubelet-registration-path="))
+        .unwrap();
+    assert!(path.len() <= 107, "{path} is {} bytes", path.len());
+    // hostPID only when the FUSE client runs on the host.
+    assert!(spec.get("hostPID").is_none());
+    let objects = docs(&render("gk", "ns", &["--set", "csi.node.mountOnHost=true"]).unwrap());
+    let ds = objects.iter().find(|o| o["kind"] == "DaemonSet").unwrap();
+    assert_eq!(ds["spec"]["template"]["spec"]["hostPID"], true);
+    assert!(
+        strings(&ds["spec"]["template"]["spec"]["containers"][1]["args"])
+            .contains(&"--mount-on-host")
+    );
+
+    let driver = docs(&render("gk", "ns", &[]).unwrap())
+        .into_iter()
+        .find(|o| o["kind"] == "CSIDriver")
+        .unwrap();
+    assert_eq!(driver["metadata"]["name"], gk_csi::driver::DRIVER_NAME);
+    assert_eq!(driver["spec"]["attachRequired"], false);
+    assert_eq!(driver["spec"]["podInfoOnMount"], false);
+    assert_eq!(driver["spec"]["fsGroupPolicy"], "File");
+}
+
+/// Metric names a PromQL expression refers to.
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = expr;
+    while let Some(i) = rest.find("glusterkube_") {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        out.push(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    out
+}
+
+#[test]
+fn dashboard_shows_what_the_operator_exports() {
+    // Every series name the operator exposes, from its own encoder.
+    let m = gk_operator::metrics::Metrics::default();
+    m.reconcile_started("GlusterVolume").finish();
+    m.error("kube");
+    m.volume("ns", "v", 1, 1, 0);
+    m.capacity("ns", "v", 1, 0);
+    m.persistent_volumes(&BTreeMap::from([(("ns".into(), "v".into()), 1)]));
+    let exported: BTreeSet<String> = m
+        .encode()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_string)
+        .collect();
+
+    let objects = docs(&render("gk", "ns", &[]).unwrap());
+    let cm = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap")
+        .expect("the dashboard ConfigMap");
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+    let dashboard: Value = serde_json::from_str(cm["data"]["glusterkube.json"].as_str().unwrap())
+        .expect("the dashboard is JSON");
+    let mut used = BTreeSet::new();
+    let mut titles = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        titles.push(panel["title"].as_str().unwrap().to_string());
+        for t in panel["targets"].as_array().unwrap() {
+            used.extend(metric_names(t["expr"].as_str().unwrap()));
+        }
+    }
+    for name in &used {
+        assert!(
+            exported.contains(name),
+            "the dashboard queries {name}, which the operator does not export: {exported:?}"
+        );
+    }
+    for needed in [
+        "glusterkube_volume_bricks_online",
+        "glusterkube_volume_heal_pending",
+        "glusterkube_volume_capacity_bytes",
+        "glusterkube_volume_used_bytes",
+        "glusterkube_volume_persistent_volumes",
+        "glusterkube_reconcile_errors_total",
+    ] {
+        assert!(
+            used.contains(needed),
+            "no panel shows {needed}; panels: {titles:?}"
+        );
+    }
+    // Disabled, it is gone; the ServiceMonitor appears only when asked for.
+    let off = docs(
+        &render(
+            "gk",
+            "ns",
+            &["--set", "metrics.grafanaDashboard.enabled=false"],
+        )
+        .unwrap(),
+    );
+    assert!(off.iter().all(|o| o["kind"] != "ConfigMap"));
+    assert!(objects.iter().all(|o| o["kind"] != "ServiceMonitor"));
+    let on = docs(
+        &render(
+            "gk",
+            "ns",
+            &["--set", "metrics.serviceMonitor.enabled=true"],
+        )
+        .unwrap(),
+    );
+    let sm = on
+        .iter()
+        .find(|o| o["kind"] == "ServiceMonitor")
+        .expect("a ServiceMonitor");
+    let svc = on.iter().find(|o| o["kind"] == "Service").unwrap();
+    for (k, v) in sm["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(
+            &svc["metadata"]["labels"][k], v,
+            "the ServiceMonitor selects the metrics Service"
+        );
+    }
+    assert_eq!(
+        sm["spec"]["endpoints"][0]["port"],
+        svc["spec"]["ports"][0]["name"]
+    );
+}
+
+/// deploy/ as kubectl sees it (kustomize), one object per key.
+fn deploy_objects(cp: &ControlPlane) -> BTreeMap<Key, Value> {
+    let dir = repo_root().join("deploy");
+    by_key(
+        docs(&kubectl(cp, &["kustomize", dir.to_str().unwrap()]))
+            .into_iter()
+            .map(normalized)
+            .collect(),
+    )
+}
+
+/// Whole numbers as integers: kustomize writes some as 1024.0.
+fn normalized(v: Value) -> Value {
+    match v {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 => json!(f as i64),
+            _ => Value::Number(n),
+        },
+        Value::Array(a) => Value::Array(a.into_iter().map(normalized).collect()),
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, normalized(v))).collect()),
+        other => other,
+    }
+}
+
+/// Drops the labels only Helm sets, which deploy/ leaves out.
+fn without_helm_labels(mut v: Value) -> Value {
+    if let Some(labels) = v
+        .pointer_mut("/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
+        labels.remove("helm.sh/chart");
+        labels.remove("app.kubernetes.io/managed-by");
+    }
+    v
+}
+
+#[test]
+fn deploy_is_the_chart_default_render() {
+    let committed = std::fs::read_to_string(repo_root().join(deploy::MANIFEST)).unwrap();
+    assert!(
+        committed == deploy::expected_manifest().unwrap(),
+        "{} is stale: run `cargo run -p gk-testenv --bin deploygen`",
+        deploy::MANIFEST
+    );
+    // Independently of the generator: what kubectl applies from deploy/ is exactly the
+    // chart's default render plus the CRDs and the namespace, object for object.
+    let cp = control_plane();
+    let from_deploy = deploy_objects(&cp);
+    let mut from_chart = by_key(
+        docs(&render(deploy::RELEASE, deploy::NAMESPACE, &[]).unwrap())
+            .into_iter()
+            .map(without_helm_labels)
+            .map(normalized)
+            .collect(),
+    );
+    let crds = std::fs::read_to_string(deploy::chart_dir().join("crds/crds.yaml")).unwrap();
+    from_chart.extend(by_key(docs(&crds).into_iter().map(normalized).collect()));
+    let keys = |m: &BTreeMap<Key, Value>| m.keys().cloned().collect::<BTreeSet<_>>();
+    let extra: Vec<_> = keys(&from_deploy)
+        .difference(&keys(&from_chart))
+        .cloned()
+        .collect();
+    assert_eq!(
+        extra,
+        vec![(
+            "Namespace".to_string(),
+            String::new(),
+            deploy::NAMESPACE.to_string()
+        )],
+        "deploy/ adds only the namespace"
+    );
+    let missing: Vec<_> = keys(&from_chart)
+        .difference(&keys(&from_deploy))
+        .cloned()
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the chart has objects deploy/ lacks: {missing:?}"
+    );
+    for (k, chart_obj) in &from_chart {
+        assert_eq!(
+            &from_deploy[k], chart_obj,
+            "{k:?} differs between deploy/ and the chart"
+        );
+    }
+    assert!(from_chart.len() >= 17, "{} objects", from_chart.len());
+}
+
+/// Rewrites the namespace of a rendered stream, for a dry run in a namespace of our own.
+fn in_namespace(text: &str, from: &str, to: &str) -> String {
+    text.replace(&format!("namespace: {from}"), &format!("namespace: {to}"))
+        .replace(&format!("name: {from}\n"), &format!("name: {to}\n"))
+        .replace(
+            &format!("--leader-election-namespace={from}"),
+            &format!("--leader-election-namespace={to}"),
+        )
+}
+
+#[tokio::test]
+async fn manifests_pass_server_side_validation() {
+    let cp = control_plane();
+    let client = cp.client().await.unwrap();
+    ControlPlane::install_crds(&client, &gk_operator::crd::all())
+        .await
+        .unwrap();
+    let ns = unique("gk-deploy-dry");
+    let _cleanup = Cleanup {
+        cp: cp.clone(),
+        namespace: ns.clone(),
+        release: None,
+    };
+    ControlPlane::ensure_namespace(&client, &ns).await.unwrap();
+
+    // deploy/ as `kubectl apply --server-side -k deploy/` sends it, in our namespace. Other
+    // tests apply the CRDs on this shared apiserver under their own field manager, so taking
+    // their fields over needs --force-conflicts here (a fresh cluster does not).
+    let dir = repo_root().join("deploy");
+    let plain = in_namespace(
+        &kubectl(&cp, &["kustomize", dir.to_str().unwrap()]),
+        deploy::NAMESPACE,
+        &ns,
+    );
+    let out = kubectl_with_file(
+        &cp,
+        &plain,
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--dry-run=server",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("deploy/ refused: {e}"));
+    assert!(
+        out.contains(
+            "csidriver.storage.k8s.io/gluster.glusterkube.dev serverside-applied (server dry run)"
+        ),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("(server dry run)").count(),
+        deploy_objects(&cp).len(),
+        "{out}"
+    );
+
+    // The chart's render, default and with every option, as `helm template | kubectl apply`.
+    for extra in [&[][..], ALL_OPTIONS] {
+        let text = render("gk-dry", &ns, extra).unwrap();
+        let out = kubectl_with_file(&cp, &text, &["apply", "--dry-run=server"])
+            .unwrap_or_else(|e| panic!("helm template {extra:?} refused: {e}"));
+        assert_eq!(
+            out.matches("(server dry run)").count(),
+            docs(&text).len(),
+            "{out}"
+        );
+    }
+
+    // The examples: the custom resources through the CRDs' schemas and CEL rules.
+    let examples = repo_root().join("deploy/examples");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&examples)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 8, "{files:?}");
+    for f in files {
+        let text = std::fs::read_to_string(&f)
+            .unwrap()
+            .replace("namespace: storage", &format!("namespace: {ns}"))
+            .replace("namespace: default", &format!("namespace: {ns}"))
+            .replace(": storage/", &format!(": {ns}/"));
+        let out = kubectl_with_file(&cp, &text, &["apply", "--dry-run=server"])
+            .unwrap_or_else(|e| panic!("{} refused: {e}", f.display()));
+        assert!(out.contains("(server dry run)"), "{out}");
+    }
+}
+
+/// A client that acts as a service account (impersonation by the admin user), so the
+/// apiserver authorises each call against that account's RBAC.
+async fn as_service_account(cp: &ControlPlane, ns: &str, sa: &str) -> kube::Client {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let kc = Kubeconfig::read_from(&cp.kubeconfig).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:{sa}"));
+    config.auth_info.impersonate_groups = Some(vec![
+        "system:serviceaccounts".into(),
+        format!("system:serviceaccounts:{ns}"),
+        "system:authenticated".into(),
+    ]);
+    kube::Client::try_from(config).unwrap()
+}
+
+fn forbidden(e: &gk_operator::Error) -> bool {
+    matches!(e, gk_operator::Error::Kube(kube::Error::Api(s)) if s.code == 403)
+}
+
+/// Runs the operator's reconcilers and the CSI controller's resolver, unchanged, under the
+/// release's service accounts: every API call they make on the way must be allowed.
+async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release: &str) {
+    let full = fullname(release);
+    use gk_operator::controller::{Config, Context, MANAGER};
+    use gk_operator::crd::{GlusterCluster, GlusterVolume};
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use k8s_openapi::api::core::v1::{Secret, Service};
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+    use kube::runtime::events::{Recorder, Reporter};
+
+    let admin = cp.client().await.unwrap();
+    ControlPlane::install_crds(&admin, &gk_operator::crd::all())
+        .await
+        .unwrap();
+    let ns = unique("gk-deploy-rbac");
+    let _cleanup = Cleanup {
+        cp: cp.clone(),
+        namespace: ns.clone(),
+        release: None,
+    };
+    ControlPlane::ensure_namespace(&admin, &ns).await.unwrap();
+    let clusters: Api<GlusterCluster> = Api::namespaced(admin.clone(), &ns);
+    let volumes: Api<GlusterVolume> = Api::namespaced(admin.clone(), &ns);
+    let gc: GlusterCluster = serde_json::from_value(json!({
+        "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterCluster",
+        "metadata": {"name": "gluster", "namespace": ns},
+        "spec": {"nodes": [{"name": "node-x", "storage": {"directory": "/srv/x"}}]},
+    }))
+    .unwrap();
+    let gc = clusters.create(&PostParams::default(), &gc).await.unwrap();
+    let gv: GlusterVolume = serde_json::from_value(json!({
+        "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+        "metadata": {"name": "pool", "namespace": ns},
+        "spec": {"cluster": "gluster", "type": "Distribute", "brickCount": 1},
+    }))
+    .unwrap();
+    let gv = volumes.create(&PostParams::default(), &gv).await.unwrap();
+
+    let op = as_service_account(cp, release_ns, &format!("{full}-operator")).await;
+    let ctx = Arc::new(Context {
+        recorder: Recorder::new(op.clone(), Reporter::from(MANAGER)),
+        client: op.clone(),
+        config: Config::default(),
+        metrics: Arc::new(gk_operator::metrics::Metrics::default()),
+    });
+    // No kubelet runs the brick pod, so the cluster cannot become ready; everything up to
+    // asking its agent (PKI Secrets, Service, PDB, StatefulSet, status) must be allowed.
+    let r = gk_operator::cluster::reconcile(Arc::new(gc), ctx.clone()).await;
+    if let Err(e) = &r {
+        assert!(!forbidden(e), "the operator's own role refused it: {e}");
+    }
+    let r2 = gk_operator::volume::reconcile(Arc::new(gv), ctx.clone()).await;
+    if let Err(e) = &r2 {
+        assert!(!forbidden(e), "the operator's own role refused it: {e}");
+    }
+    eprintln!("cluster reconcile as the operator: {r:?}\nvolume reconcile: {r2:?}");
+    let lp = ListParams::default();
+    assert_eq!(
+        Api::<StatefulSet>::namespaced(admin.clone(), &ns)
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    assert_eq!(
+        Api::<Service>::namespaced(admin.clone(), &ns)
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    assert_eq!(
+        Api::<PodDisruptionBudget>::namespaced(admin.clone(), &ns)
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    let secrets = Api::<Secret>::namespaced(admin.clone(), &ns)
+        .list(&lp)
+        .await
+        .unwrap();
+    assert!(
+        secrets.items.len() >= 3,
+        "CA, agent and operator certificates: {}",
+        secrets.items.len()
+    );
+    let gc = clusters.get("gluster").await.unwrap();
+    assert!(
+        gc.status.is_some_and(|s| !s.conditions.is_empty()),
+        "cluster status written"
+    );
+    let gv = volumes.get("pool").await.unwrap();
+    assert!(!gv.finalizers().is_empty(), "volume finalizer added");
+    // Events through events.k8s.io, as the recorder publishes them.
+    let ev = kube::runtime::events::Event {
+        type_: kube::runtime::events::EventType::Normal,
+        reason: "RbacCheck".into(),
+        note: Some("deploy test".into()),
+        action: "Check".into(),
+        secondary: None,
+    };
+    ctx.recorder
+        .publish(&ev, &kube::Resource::object_ref(&gv, &()))
+        .await
+        .expect("the operator may publish events");
+    // The operator lists and watches PersistentVolumes (deletion guard and PV metric).
+    let pvs: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(op.clone());
+    pvs.list(&ListParams::default().limit(1))
+        .await
+        .expect("operator lists PVs");
+
+    // The CSI controller, with its production resolver, under its own account.
+    let csi = as_service_account(cp, release_ns, &format!("{full}-csi-controller")).await;
+    use gk_csi::backend::PoolResolver;
+    let pools = gk_csi::kube_pools::KubePools {
+        client: csi.clone(),
+        agent_port: 24050,
+    };
+    pools.pools().await.expect("the CSI controller lists pools");
+    let key = gk_csi::params::ObjectKey {
+        namespace: ns.clone(),
+        name: "pool".into(),
+    };
+    match pools.resolve(&key).await {
+        Ok(_) => panic!("a pool with no brick agent resolved"),
+        Err(s) => assert!(
+            !s.message().contains("forbidden"),
+            "the CSI controller's role refused it: {}",
+            s.message()
+        ),
+    }
+    pools
+        .expand_dedicated(&key, 1 << 30)
+        .await
+        .expect("the CSI controller patches a GlusterVolume's size");
+    let missing = gk_csi::params::ObjectKey {
+        namespace: ns.clone(),
+        name: "absent".into(),
+    };
+    pools
+        .delete_dedicated(&missing)
+        .await
+        .expect("the CSI controller may delete GlusterVolumes");
+    // What they must not do (`kubectl auth can-i` prints no and exits 1), checked against
+    // one thing the operator may do, so a broken check cannot pass.
+    let can = |sa: &str, verb: &str, what: &str| {
+        let as_sa = format!("system:serviceaccount:{release_ns}:{sa}");
+        match cp.kubectl(&["auth", "can-i", verb, what, "-n", &ns, "--as", &as_sa]) {
+            Ok(out) if out.trim() == "yes" => true,
+            Err(e) if e.to_string().trim_end().ends_with("no") => false,
+            other => panic!("kubectl auth can-i {verb} {what} as {sa}: {other:?}"),
+        }
+    };
+    assert!(can(&format!("{full}-operator"), "get", "secrets"));
+    let no = |sa: &str, verb: &str, what: &str| {
+        assert!(!can(sa, verb, what), "{sa} may {verb} {what}");
+    };
+    for sa in ["operator", "csi-controller", "csi-node"] {
+        let sa = format!("{full}-{sa}");
+        no(&sa, "create", "pods/exec");
+        no(&sa, "delete", "secrets");
+        no(&sa, "create", "pods");
+    }
+    no(&format!("{full}-csi-node"), "get", "secrets");
+    no(
+        &format!("{full}-csi-node"),
+        "list",
+        "glustervolumes.glusterkube.dev",
+    );
+    no(&format!("{full}-csi-controller"), "list", "secrets");
+
+    // Leave nothing: the finalizer has no operator to remove it here.
+    volumes
+        .patch(
+            "pool",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    clusters
+        .patch(
+            "gluster",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Objects of every cluster-scoped kind that carry the release's instance label.
+fn cluster_scoped_of(cp: &ControlPlane, release: &str) -> Vec<String> {
+    let kinds = kubectl(
+        cp,
+        &[
+            "api-resources",
+            "--namespaced=false",
+            "--verbs=list",
+            "-o",
+            "name",
+        ],
+    );
+    let kinds: Vec<&str> = kinds.lines().filter(|l| !l.is_empty()).collect();
+    assert!(
+        kinds.contains(&"clusterroles.rbac.authorization.k8s.io"),
+        "{kinds:?}"
+    );
+    kubectl(
+        cp,
+        &[
+            "get",
+            &kinds.join(","),
+            "-l",
+            &format!("app.kubernetes.io/instance={release}"),
+            "-o",
+            "name",
+        ],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+#[tokio::test]
+async fn helm_install_upgrade_uninstall() {
+    let cp = control_plane();
+    let release = unique("gk");
+    let full = fullname(&release);
+    let ns = unique("gk-deploy-rel");
+    let kubeconfig = cp.kubeconfig.to_str().unwrap().to_string();
+    let chart = deploy::chart_dir();
+    let chart = chart.to_str().unwrap();
+    let helm = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["--namespace", &ns, "--kubeconfig", &kubeconfig]);
+        run_helm(&all).unwrap_or_else(|e| panic!("helm {}: {e}", args.join(" ")))
+    };
+
+    let _cleanup = Cleanup {
+        cp: cp.clone(),
+        namespace: ns.clone(),
+        release: Some(release.clone()),
+    };
+    let mut install = vec!["install", &release, chart, "--create-namespace"];
+    install.extend_from_slice(NO_NODE);
+    let out = helm(&install);
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    assert!(
+        out.contains("kubectl apply -f deploy/examples/glustercluster.yaml"),
+        "NOTES: {out}"
+    );
+    let installed = cluster_scoped_of(&cp, &release);
+    for want in [
+        format!("clusterrole.rbac.authorization.k8s.io/{full}-operator"),
+        format!("clusterrole.rbac.authorization.k8s.io/{full}-csi-controller"),
+        format!("clusterrolebinding.rbac.authorization.k8s.io/{full}-operator"),
+        "csidriver.storage.k8s.io/gluster.glusterkube.dev".to_string(),
+    ] {
+        assert!(installed.contains(&want), "{want} not in {installed:?}");
+    }
+    let names = kubectl(
+        &cp,
+        &[
+            "-n",
+            &ns,
+            "get",
+            "deployments,daemonsets,serviceaccounts,services,configmaps",
+            "-l",
+            &format!("app.kubernetes.io/instance={release}"),
+            "-o",
+            "name",
+        ],
+    );
+    for want in [
+        "deployment.apps/",
+        "daemonset.apps/",
+        "serviceaccount/",
+        "service/",
+        "configmap/",
+    ] {
+        assert!(names.contains(want), "{want} missing: {names}");
+    }
+
+    code_runs_under_its_roles(&cp, &ns, &release).await;
+
+    // Upgrade to changed values: the operator's refresh interval and a StorageClass.
+    let sc = format!("{release}-subdir");
+    let sc_name = format!("storageClasses[0].name={sc}");
+    let mut upgrade = vec![
+        "upgrade",
+        &release,
+        chart,
+        "--set",
+        "operator.refreshSeconds=45",
+        "--set",
+        &sc_name,
+        "--set",
+        "storageClasses[0].parameters.pool=storage/pool",
+    ];
+    upgrade.extend_from_slice(NO_NODE);
+    let out = helm(&upgrade);
+    assert!(out.contains("REVISION: 2"), "{out}");
+    let env = kubectl(&cp, &["-n", &ns, "get", "deployment", &format!("{full}-operator"), "-o", "jsonpath={.spec.template.spec.containers[0].env[?(@.name==\"GK_REFRESH_SECONDS\")].value}"]);
+    assert_eq!(env, "45");
+    let provisioner = kubectl(
+        &cp,
+        &[
+            "get",
+            "storageclass",
+            &sc,
+            "-o",
+            "jsonpath={.provisioner} {.parameters.pool} {.allowVolumeExpansion}",
+        ],
+    );
+    assert_eq!(provisioner, "gluster.glusterkube.dev storage/pool true");
+    let history = helm(&["history", &release, "-o", "json"]);
+    let history: Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(history.as_array().unwrap().len(), 2, "{history}");
+
+    let out = helm(&["uninstall", &release, "--wait"]);
+    assert!(out.contains("uninstalled"), "{out}");
+    let left = cluster_scoped_of(&cp, &release);
+    assert!(
+        left.is_empty(),
+        "cluster-scoped objects left by uninstall: {left:?}"
+    );
+    let sc_left = cp.kubectl(&["get", "storageclass", &sc]);
+    assert!(sc_left.is_err(), "StorageClass {sc} survived uninstall");
+    let ns_left = kubectl(
+        &cp,
+        &[
+            "-n",
+            &ns,
+            "get",
+            "deployments,daemonsets,services,serviceaccounts,configmaps,roles,rolebindings",
+            "-l",
+            &format!("app.kubernetes.io/instance={release}"),
+            "-o",
+            "name",
+        ],
+    );
+    assert!(
+        ns_left.trim().is_empty(),
+        "namespaced objects left: {ns_left}"
+    );
+    // The CRDs stay, as documented.
+    for crd in [
+        "glusterclusters.glusterkube.dev",
+        "glustervolumes.glusterkube.dev",
+    ] {
+        kubectl(&cp, &["get", "crd", crd]);
+    }
+}
