@@ -1228,3 +1228,66 @@ async fn helm_install_upgrade_uninstall() {
         kubectl(&cp, &["get", "crd", crd]);
     }
 }
+
+#[test]
+fn readme_quick_start_names_what_exists() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let start = readme
+        .find("## Quick start on a cluster")
+        .expect("README has a quick start section");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let mut paths = BTreeSet::new();
+    for word in section.split(|c: char| c.is_whitespace() || c == '`' || c == '(' || c == ')') {
+        let word = word.trim_end_matches([',', '.', ':', ';']);
+        if word.starts_with("deploy/") || word.starts_with("charts/") {
+            paths.insert(word.to_string());
+        }
+    }
+    for p in &paths {
+        assert!(
+            repo_root().join(p).exists(),
+            "the quick start names {p}, which does not exist"
+        );
+    }
+    for needed in [
+        "charts/glusterkube",
+        "deploy/",
+        "deploy/examples/glustercluster.yaml",
+        "deploy/examples/glustervolume-replicate3.yaml",
+        "deploy/examples/storageclass-subdir.yaml",
+        "deploy/examples/pvc.yaml",
+    ] {
+        assert!(
+            paths.contains(needed),
+            "the quick start does not use {needed}: {paths:?}"
+        );
+    }
+    assert!(section.contains("kubectl get glustervolumes"));
+    // The names the steps use are the examples' names.
+    let example = |f: &str| {
+        docs(&std::fs::read_to_string(repo_root().join("deploy/examples").join(f)).unwrap())
+            .remove(0)
+    };
+    let pool = example("glustervolume-replicate3.yaml");
+    assert!(section.contains(&format!(
+        "-n {} wait glustervolume/{}",
+        pool["metadata"]["namespace"].as_str().unwrap(),
+        pool["metadata"]["name"].as_str().unwrap()
+    )));
+    let pvc = example("pvc.yaml");
+    assert!(section.contains(&format!(
+        "get pvc {}",
+        pvc["metadata"]["name"].as_str().unwrap()
+    )));
+    let sc = example("storageclass-subdir.yaml");
+    assert_eq!(pvc["spec"]["storageClassName"], sc["metadata"]["name"]);
+    assert_eq!(
+        sc["parameters"]["pool"].as_str().unwrap(),
+        format!(
+            "{}/{}",
+            pool["metadata"]["namespace"].as_str().unwrap(),
+            pool["metadata"]["name"].as_str().unwrap()
+        )
+    );
+}
