@@ -1267,3 +1267,64 @@ fn readme_quick_start_names_what_exists() {
         )
     );
 }
+
+/// Every key in values.yaml is explained: a comment right above it, or it continues a group
+/// of one-line sibling keys that a comment above explains (like nodeSelector, tolerations,
+/// affinity), or it is inside a free-form Kubernetes map (resources, labels).
+#[test]
+fn every_value_has_a_comment() {
+    let text = std::fs::read_to_string(deploy::chart_dir().join("values.yaml")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let key_of = |l: &str| {
+        let t = l.trim_start();
+        (!t.starts_with('#') && !t.starts_with('-'))
+            .then(|| t.split_once(':').map(|(k, _)| k.to_string()))
+            .flatten()
+    };
+    let mut keys = 0;
+    let mut missing = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if key_of(line).is_none() {
+            continue;
+        }
+        keys += 1;
+        let parent = lines[..i]
+            .iter()
+            .rev()
+            .find(|l| key_of(l).is_some() && indent(l) < indent(line))
+            .and_then(|l| key_of(l));
+        if matches!(
+            parent.as_deref(),
+            Some("resources" | "labels" | "requests" | "limits")
+        ) {
+            continue;
+        }
+        let mut j = i;
+        let documented = loop {
+            let Some(prev) = j.checked_sub(1).map(|p| lines[p]) else {
+                break false;
+            };
+            if prev.trim_start().starts_with('#') {
+                break true;
+            }
+            // A one-line sibling: the same comment covers this key too.
+            let one_line = key_of(prev).is_some()
+                && indent(prev) == indent(line)
+                && !prev.trim_end().ends_with(':');
+            if !one_line {
+                break false;
+            }
+            j -= 1;
+        };
+        if !documented {
+            missing.push(format!("line {}: {}", i + 1, line.trim()));
+        }
+    }
+    assert!(keys > 40, "{keys} keys read");
+    assert!(
+        missing.is_empty(),
+        "values without a comment:\n{}",
+        missing.join("\n")
+    );
+}
