@@ -262,6 +262,24 @@ fn bad_values_fail_naming_the_value() {
             "--set {set}: the error does not name {named}: {err}"
         );
     }
+    // helm install refuses them the same way, before creating anything.
+    let cp = control_plane();
+    let chart = deploy::chart_dir();
+    let err = run_helm(&[
+        "install",
+        "gk",
+        chart.to_str().unwrap(),
+        "--dry-run=client",
+        "--kubeconfig",
+        cp.kubeconfig.to_str().unwrap(),
+        "--namespace",
+        "default",
+        "--set",
+        "csi.controller.replicas=0",
+    ])
+    .expect_err("replicas 0 was accepted")
+    .to_string();
+    assert!(err.contains("replicas") && err.contains("minimum"), "{err}");
 }
 
 /// The ClusterRoles and Roles of a render with the service accounts bound to each.
@@ -1327,4 +1345,50 @@ fn every_value_has_a_comment() {
         "values without a comment:\n{}",
         missing.join("\n")
     );
+}
+
+/// The flags and environment variables the chart hands the binaries are ones they declare
+/// (read from their clap definitions), so a renamed flag fails here, not in a crash loop.
+#[test]
+fn chart_wires_flags_the_binaries_declare() {
+    let source = |path: &str| std::fs::read_to_string(repo_root().join(path)).unwrap();
+    let operator_main = source("operator/src/main.rs");
+    let csi_main = source("csi/src/main.rs");
+    let declares = |main: &str, arg: &str| {
+        if let Some(flag) = arg.strip_prefix("--") {
+            let field = flag.split('=').next().unwrap().replace('-', "_");
+            main.contains(&format!(" {field}: "))
+        } else {
+            arg == "RUST_LOG" || main.contains(&format!("env = \"{arg}\""))
+        }
+    };
+    let objects = docs(&render("gk", "ns", &["--set", "csi.node.mountOnHost=true"]).unwrap());
+    let mut checked = 0;
+    for o in &objects {
+        let Some(containers) = o
+            .pointer("/spec/template/spec/containers")
+            .and_then(Value::as_array)
+        else {
+            continue;
+        };
+        for c in containers {
+            let main = match c["name"].as_str().unwrap() {
+                "operator" => &operator_main,
+                "gk-csi" => &csi_main,
+                _ => continue,
+            };
+            let env = c["env"].as_array().cloned().unwrap_or_default();
+            let names = env.iter().map(|e| e["name"].as_str().unwrap().to_string());
+            let args = strings(&c["args"]).into_iter().map(str::to_string);
+            for arg in names.chain(args) {
+                assert!(
+                    declares(main, &arg),
+                    "{} passes {arg}, which it does not declare",
+                    c["name"]
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 12, "{checked} flags and variables checked");
 }
