@@ -15,6 +15,7 @@ use k8s_openapi::ByteString;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
+use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -24,7 +25,8 @@ use crate::agents::{self, AgentCredentials};
 use crate::conditions::{self, Desired};
 use crate::controller::{Context, MANAGER};
 use crate::crd::{
-    Capacity, GlusterCluster, GlusterClusterStatus, GlusterVolume, PeerStatus, StorageNode,
+    Capacity, GlusterCluster, GlusterClusterStatus, GlusterVolume, PeerStatus, RolloutStatus,
+    StorageNode,
 };
 use crate::pki::{self, Ca, CertKey, Usage};
 use crate::Error;
@@ -200,6 +202,9 @@ pub fn build_statefulset(
             "replicas": 1,
             "serviceName": service_name(&cluster),
             "podManagementPolicy": "Parallel",
+            // The operator restarts brick pods itself, one at a time and only while every
+            // brick is online with nothing to heal (see `rollout`).
+            "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": {LABEL_CLUSTER: cluster, "glusterkube.dev/brick-set": name}},
             "template": {
                 "metadata": {"labels": pod_labels, "annotations": {ANNOTATION_NODE: node.name}},
@@ -441,11 +446,75 @@ where
     Ok(())
 }
 
+pub const FINALIZER: &str = "glusterkube.dev/gluster-cluster";
+
 pub async fn reconcile(gc: Arc<GlusterCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let timer = ctx.metrics.reconcile_started("GlusterCluster");
-    let result = reconcile_inner(&gc, &ctx).await;
+    let api: Api<GlusterCluster> =
+        Api::namespaced(ctx.client.clone(), &gc.namespace().unwrap_or_default());
+    let result = finalizer(&api, FINALIZER, gc, |event| async {
+        match event {
+            Finalizer::Apply(gc) => reconcile_inner(&gc, &ctx).await,
+            Finalizer::Cleanup(gc) => cleanup(&gc, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        kube::runtime::finalizer::Error::ApplyFailed(e)
+        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+        other => Error::Finalizer(other.to_string()),
+    });
     timer.finish();
     result
+}
+
+/// The GlusterVolumes (names) in the cluster's namespace that live on it.
+async fn volumes_on(ctx: &Context, gc: &GlusterCluster) -> Result<Vec<GlusterVolume>, Error> {
+    let api: Api<GlusterVolume> =
+        Api::namespaced(ctx.client.clone(), &gc.namespace().unwrap_or_default());
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|v| v.spec.cluster == gc.name_any())
+        .collect())
+}
+
+/// Deletion: held while any GlusterVolume lives on the cluster, since tearing down the brick
+/// pods would strand their data and leave the volumes without agents to delete them. Once
+/// none is left, the owned StatefulSets, Service, PDB and Secrets go by garbage collection;
+/// node-local storage is left as it is.
+async fn cleanup(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
+    let users: Vec<String> = volumes_on(ctx, gc)
+        .await?
+        .iter()
+        .map(|v| v.name_any())
+        .collect();
+    if users.is_empty() {
+        return Ok(Action::await_change());
+    }
+    let msg = format!(
+        "{} GlusterVolume(s) still live on this cluster: {}; delete them first",
+        users.len(),
+        users.join(", ")
+    );
+    let old = gc.status.clone().unwrap_or_default();
+    let d = [
+        Desired::new("Ready", false, "DeletionBlocked", msg.clone()),
+        Desired::new("Progressing", false, "DeletionBlocked", msg.clone()),
+        Desired::new("Degraded", false, "Healthy", ""),
+    ];
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let status = GlusterClusterStatus {
+        conditions: conditions::merge(&old.conditions, &d, gc.metadata.generation, &now),
+        ..old.clone()
+    };
+    if status != old {
+        write_status::<GlusterCluster>(ctx, gc, &status).await?;
+        publish_transitions(ctx, gc, &old.conditions, &status.conditions).await;
+    }
+    Err(Error::DeletionBlocked(msg))
 }
 
 async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
@@ -499,7 +568,8 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
         };
     }
     let anchor_peers = up.first().map(|a| a.peers.clone()).unwrap_or_default();
-    let peers: Vec<PeerStatus> = up
+    let old = gc.status.clone().unwrap_or_default();
+    let mut peers: Vec<PeerStatus> = up
         .iter()
         .enumerate()
         .map(|(i, a)| {
@@ -517,6 +587,17 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
             }
         })
         .collect();
+    // A node that stopped answering keeps its last known address: its bricks are named by
+    // it, and replacing them needs it.
+    for (node, _) in &down {
+        if let Some(known) = old.peers.iter().find(|p| &p.node == node) {
+            peers.push(PeerStatus {
+                connected: false,
+                state: Some("Unreachable".into()),
+                ..known.clone()
+            });
+        }
+    }
     let total = gc.spec.nodes.len();
     let in_pool = peers.iter().filter(|p| p.connected).count();
     let ready = in_pool == total;
@@ -538,39 +619,41 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
             )
         },
     )];
+    let volumes = volumes_on(ctx, gc).await?;
+    let rollout = rollout(ctx, gc, &mut up, &volumes, old.rollout.as_ref()).await?;
+    let (progressing, progress_reason, progress_msg) = match (&rollout.waiting, ready) {
+        (Some(w), _) => (true, "RollingUpdate", w.clone()),
+        (None, false) => (true, "FormingPool", String::new()),
+        (None, true) => (false, "Stable", String::new()),
+    };
     desired.push(Desired::new(
         "Progressing",
-        !ready,
-        if ready { "Stable" } else { "FormingPool" },
-        "",
+        progressing,
+        progress_reason,
+        progress_msg,
     ));
-    let degraded = !down.is_empty() && gc.status.as_ref().is_some_and(|s| s.peers.len() == total);
-    desired.push(Desired::new(
-        "Degraded",
-        degraded,
-        if degraded {
-            "NodeUnreachable"
-        } else {
-            "Healthy"
-        },
-        if degraded {
+    let unreachable = !down.is_empty() && old.peers.len() >= total;
+    let degraded = match (&rollout.stalled, unreachable) {
+        (Some(msg), _) => Some(("RolloutStalled", msg.clone())),
+        (None, true) => Some((
+            "NodeUnreachable",
             down.iter()
                 .map(|(n, w)| format!("{n}: {w}"))
                 .collect::<Vec<_>>()
-                .join("; ")
-        } else {
-            String::new()
-        },
-    ));
+                .join("; "),
+        )),
+        (None, false) => None,
+    };
+    desired.push(match degraded {
+        Some((reason, msg)) => Desired::new("Degraded", true, reason, msg),
+        None => Desired::new("Degraded", false, "Healthy", ""),
+    });
     // Bricks across this cluster's volumes, as their own status last saw them.
-    let volumes: Api<GlusterVolume> = Api::namespaced(ctx.client.clone(), &ns);
     let (mut bricks_online, mut bricks_total) = (0i32, 0i32);
-    for v in volumes.list(&ListParams::default()).await?.items {
-        if v.spec.cluster == gc.name_any() {
-            for b in v.status.map(|s| s.bricks).unwrap_or_default() {
-                bricks_total += 1;
-                bricks_online += i32::from(b.online);
-            }
+    for v in &volumes {
+        for b in v.status.iter().flat_map(|s| &s.bricks) {
+            bricks_total += 1;
+            bricks_online += i32::from(b.online);
         }
     }
     // Raw capacity of the node-local storage that answered; rounded to MiB so that ordinary
@@ -578,7 +661,6 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
     let mib = |b: u64| b / (1 << 20) * (1 << 20);
     let raw_total: u64 = up.iter().map(|a| mib(a.total_bytes)).sum();
     let raw_free: u64 = up.iter().map(|a| mib(a.free_bytes)).sum();
-    let old = gc.status.clone().unwrap_or_default();
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let status = GlusterClusterStatus {
         observed_generation: gc.metadata.generation,
@@ -594,16 +676,207 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
             free_bytes: raw_free as i64,
             total: crate::volume::human_bytes(raw_total),
         }),
+        rollout: rollout.status,
     };
     if status != old {
         write_status::<GlusterCluster>(ctx, gc, &status).await?;
         publish_transitions(ctx, gc, &old.conditions, &status.conditions).await;
     }
-    Ok(Action::requeue(if ready {
+    Ok(Action::requeue(if ready && rollout.waiting.is_none() {
         ctx.config.refresh
     } else {
         std::time::Duration::from_secs(3)
     }))
+}
+
+/// What the rollout did this round.
+struct Rollout {
+    status: Option<RolloutStatus>,
+    /// Set while the rollout is not done: what it waits for.
+    waiting: Option<String>,
+    /// Set when a restarted pod did not become healthy within the timeout.
+    stalled: Option<String>,
+}
+
+/// Whether every brick of the cluster's volumes is online with nothing to heal, asked of
+/// gluster (not of possibly stale GlusterVolume status); Err says what is not.
+pub async fn data_safe(
+    anchor: &mut NodeAgent,
+    volumes: &[GlusterVolume],
+) -> Result<Result<(), String>, Error> {
+    for v in volumes {
+        let name =
+            crate::plan::gluster_volume_name(&v.namespace().unwrap_or_default(), &v.name_any());
+        let req = || gk_agent::proto::VolumeRequest { name: name.clone() };
+        let info = match anchor.client.volume_info(req()).await {
+            Ok(r) => r.into_inner().volume,
+            Err(s) if s.code() == tonic::Code::NotFound => continue,
+            Err(s) => return Err(Error::agent(&anchor.node, s)),
+        };
+        let Some(info) = info else { continue };
+        if info.status != "Started" {
+            continue;
+        }
+        let st = match anchor.client.volume_status(req()).await {
+            Ok(r) => r.into_inner(),
+            Err(s) => return Ok(Err(format!("status of volume {name}: {}", s.message()))),
+        };
+        let offline: Vec<&str> = info
+            .bricks
+            .iter()
+            .filter(|b| !st.bricks.iter().any(|s| &s.brick == *b && s.online))
+            .map(String::as_str)
+            .collect();
+        if !offline.is_empty() {
+            return Ok(Err(format!(
+                "volume {name} has bricks offline: {}",
+                offline.join(", ")
+            )));
+        }
+        if info.replica_count > 1 || info.disperse_count > 0 {
+            match anchor.client.heal_info(req()).await {
+                Ok(h) if h.get_ref().pending_total == 0 && h.get_ref().split_brain_total == 0 => {}
+                Ok(h) => {
+                    let h = h.into_inner();
+                    return Ok(Err(format!(
+                        "volume {name} has {} entries to heal and {} in split-brain",
+                        h.pending_total, h.split_brain_total
+                    )));
+                }
+                Err(s) => return Ok(Err(format!("heal info of volume {name}: {}", s.message()))),
+            }
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Restarts brick pods whose StatefulSet template changed (for example the image), one at a
+/// time: a pod is evicted (so the PodDisruptionBudget is honoured too) only while every
+/// brick pod serves and every volume has all bricks online and nothing to heal. A restarted
+/// pod that is not healthy within the rollout timeout stops the rollout with a Degraded
+/// condition; nothing further is restarted until it is.
+async fn rollout(
+    ctx: &Context,
+    gc: &GlusterCluster,
+    up: &mut [NodeAgent],
+    volumes: &[GlusterVolume],
+    old: Option<&RolloutStatus>,
+) -> Result<Rollout, Error> {
+    let ns = gc.namespace().unwrap_or_default();
+    let selector = format!("{LABEL_CLUSTER}={}", gc.name_any());
+    let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let sets = sets
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    let pod_list = pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    let mut view = Vec::new();
+    for node in &gc.spec.nodes {
+        let sts_name = statefulset_name(&gc.name_any(), &node.name);
+        let revision = sets
+            .iter()
+            .find(|s| s.name_any() == sts_name)
+            .and_then(|s| s.status.as_ref())
+            .and_then(|s| s.update_revision.clone());
+        let pod = pod_list
+            .iter()
+            .find(|p| p.annotations().get(ANNOTATION_NODE) == Some(&node.name))
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| crate::plan::BrickPod {
+                name: p.name_any(),
+                // Until the StatefulSet controller reports a revision, nothing is outdated.
+                current: revision.is_none()
+                    || p.labels().get("controller-revision-hash") == revision.as_ref(),
+                serving: up.iter().any(|a| a.node == node.name),
+            });
+        view.push((node.name.clone(), pod));
+    }
+    let total = view.len() as i32;
+    let updated = view
+        .iter()
+        .filter(|(_, p)| p.as_ref().is_some_and(|p| p.current))
+        .count() as i32;
+    let mut status = RolloutStatus {
+        updated,
+        total,
+        restarted_pod: old.and_then(|o| o.restarted_pod.clone()),
+        restarted_at: old.and_then(|o| o.restarted_at.clone()),
+        waiting_for: None,
+    };
+    let outdated = view
+        .iter()
+        .any(|(_, p)| p.as_ref().is_some_and(|p| !p.current));
+    let safe = match (outdated, up.first_mut()) {
+        (false, _) => Ok(()),
+        (true, Some(anchor)) => data_safe(anchor, volumes).await?,
+        (true, None) => Err("no brick agent answers".to_string()),
+    };
+    let step = crate::plan::rollout_step(&view, safe);
+    let mut stalled = None;
+    let waiting = match step {
+        crate::plan::RolloutStep::Done => {
+            status.restarted_pod = None;
+            status.restarted_at = None;
+            None
+        }
+        crate::plan::RolloutStep::Restart(pod) => {
+            match pods.evict(&pod, &Default::default()).await {
+                Ok(_) => {
+                    tracing::info!(%pod, "restarting brick pod for its new template");
+                    let ev = Event {
+                        type_: EventType::Normal,
+                        reason: "RestartingBrickPod".into(),
+                        note: Some(format!(
+                            "restarting brick pod {pod} for its new template ({updated} of {total} updated): \
+                             every brick is online and nothing is left to heal"
+                        )),
+                        action: "Rollout".into(),
+                        secondary: None,
+                    };
+                    if let Err(e) = ctx.recorder.publish(&ev, &gc.object_ref(&())).await {
+                        tracing::warn!(error = %e, "publishing an event failed");
+                    }
+                    status.restarted_pod = Some(pod.clone());
+                    status.restarted_at = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+                    Some(format!(
+                        "restarted brick pod {pod}; waiting for it to serve"
+                    ))
+                }
+                Err(kube::Error::Api(e)) if e.code == 429 => Some(format!(
+                    "the PodDisruptionBudget does not allow restarting {pod} yet: {}",
+                    e.message
+                )),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        crate::plan::RolloutStep::Wait(why) => {
+            if let (Some(pod), Some(at)) = (&status.restarted_pod, &status.restarted_at) {
+                let waited = k8s_openapi::jiff::Timestamp::now().duration_since(at.0);
+                let limit = ctx.config.rollout_timeout;
+                if waited.as_secs() >= limit.as_secs() as i64 {
+                    stalled = Some(format!(
+                        "brick pod {pod} was restarted {}s ago and the cluster is not healthy \
+                         within the rollout timeout of {}s: {why}; the rollout is stopped until \
+                         this is fixed",
+                        waited.as_secs(),
+                        limit.as_secs()
+                    ));
+                }
+            }
+            Some(why)
+        }
+    };
+    status.waiting_for = waiting.clone();
+    let show = outdated || old.is_some();
+    Ok(Rollout {
+        status: show.then_some(status),
+        waiting,
+        stalled,
+    })
 }
 
 /// Writes status by server-side apply under the operator's field manager.
@@ -642,7 +915,9 @@ pub async fn publish_transitions<K: Resource<DynamicType = ()>>(
 ) {
     for c in conditions::transitions(old, new) {
         let warn = (c.type_ == "Degraded" && c.status == "True")
-            || (c.type_ == "Ready" && c.status == "False" && !old.is_empty());
+            || (c.type_ == "Ready" && c.status == "False" && !old.is_empty())
+            || c.reason.ends_with("Refused")
+            || c.reason.ends_with("Blocked");
         let ev = Event {
             type_: if warn {
                 EventType::Warning

@@ -30,6 +30,9 @@ pub struct Config {
     pub refresh: Duration,
     /// The CSI driver name whose PersistentVolumes keep a volume from being deleted.
     pub csi_driver: String,
+    /// How long a restarted brick pod may take to serve again, with every brick online and
+    /// nothing left to heal, before the rollout stops with a Degraded condition.
+    pub rollout_timeout: Duration,
 }
 
 impl Default for Config {
@@ -39,6 +42,7 @@ impl Default for Config {
             agent_port: crate::agents::AGENT_PORT,
             refresh: Duration::from_secs(30),
             csi_driver: "gluster.glusterkube.dev".into(),
+            rollout_timeout: Duration::from_secs(900),
         }
     }
 }

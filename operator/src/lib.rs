@@ -9,6 +9,7 @@ mod error;
 pub mod metrics;
 pub mod pki;
 pub mod plan;
+pub mod resize;
 pub mod volume;
 
 pub use error::Error;

@@ -22,6 +22,10 @@ struct Cli {
     /// Seconds between health refreshes of healthy objects.
     #[arg(long, env = "GK_REFRESH_SECONDS", default_value_t = 30)]
     refresh_seconds: u64,
+    /// Seconds a restarted brick pod may take to serve with nothing left to heal before a
+    /// rolling restart stops.
+    #[arg(long, env = "GK_ROLLOUT_TIMEOUT_SECONDS", default_value_t = 900)]
+    rollout_timeout_seconds: u64,
 }
 
 #[tokio::main]
@@ -39,6 +43,7 @@ async fn main() -> anyhow::Result<()> {
         .context("connecting to the Kubernetes API")?;
     let mut config = Config {
         refresh: Duration::from_secs(cli.refresh_seconds),
+        rollout_timeout: Duration::from_secs(cli.rollout_timeout_seconds),
         ..Config::default()
     };
     if let Some(image) = cli.brick_image {

@@ -151,6 +151,280 @@ pub fn bricks(
         .collect()
 }
 
+/// How many bricks the spec asks for.
+pub fn wanted_bricks(spec: &GlusterVolumeSpec) -> Result<usize, SpecError> {
+    match (&spec.bricks, spec.brick_count) {
+        (Some(list), None) => Ok(list.len()),
+        (None, Some(count)) => Ok(count as usize),
+        _ => Err(spec_error(
+            "spec.brickCount",
+            "set exactly one of bricks or brickCount",
+        )),
+    }
+}
+
+/// What a volume's brick count asks of gluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resize {
+    Keep,
+    /// add-brick these (whole sets, in set order), then rebalance.
+    Expand(Vec<Brick>),
+    /// remove-brick these (the last whole sets), migrating their data first.
+    Shrink(Vec<Brick>),
+}
+
+fn brick_path(slot: &NodeSlot, volume_name: &str, index: usize) -> String {
+    format!(
+        "{}/{volume_name}-{index}",
+        slot.brick_root.trim_end_matches('/')
+    )
+}
+
+/// A brick on `slot` for position `index` whose path no existing brick uses: a brick that
+/// left the volume may still hold data under the plain name, and it must stay untouched.
+fn fresh_brick(
+    slot: &NodeSlot,
+    volume_name: &str,
+    index: usize,
+    taken: &[Brick],
+) -> Result<Brick, SpecError> {
+    let plain = brick_path(slot, volume_name, index);
+    let mut path = plain.clone();
+    let mut n = 1;
+    while taken
+        .iter()
+        .any(|b| b.host == slot.address && b.path == path)
+    {
+        path = format!("{plain}-r{n}");
+        n += 1;
+    }
+    Brick::new(&slot.address, path).map_err(|e| spec_error("brick", e.to_string()))
+}
+
+/// Compares the spec's brick count with the volume's bricks in gluster (`existing`, set
+/// order) and says which whole sets to add or remove. New sets go to the nodes holding the
+/// fewest bricks of this volume, never two bricks of a set on one node; explicit placement
+/// (spec.bricks) takes its new entries as written. Shrinking removes the last sets.
+pub fn resize(
+    spec: &GlusterVolumeSpec,
+    volume_name: &str,
+    nodes: &[NodeSlot],
+    existing: &[Brick],
+    retired: &[Brick],
+) -> Result<Resize, SpecError> {
+    let set = layout(spec)?.set_size() as usize;
+    let want = wanted_bricks(spec)?;
+    let have = existing.len();
+    let field = if spec.bricks.is_some() {
+        "spec.bricks"
+    } else {
+        "spec.brickCount"
+    };
+    if !want.is_multiple_of(set) || want == 0 {
+        return Err(spec_error(
+            field,
+            format!("{want} bricks do not make whole sets of {set}"),
+        ));
+    }
+    if !have.is_multiple_of(set) {
+        return Err(spec_error(
+            field,
+            format!("gluster holds {have} bricks, not whole sets of {set}; fix the volume by hand"),
+        ));
+    }
+    if want < have {
+        return Ok(Resize::Shrink(existing[want..].to_vec()));
+    }
+    if want == have {
+        return Ok(Resize::Keep);
+    }
+    let mut taken: Vec<Brick> = existing.iter().chain(retired).cloned().collect();
+    let mut added = Vec::new();
+    if let Some(list) = &spec.bricks {
+        for (i, b) in list.iter().enumerate().skip(have) {
+            let slot = nodes.iter().find(|n| n.node == b.node).ok_or_else(|| {
+                spec_error(
+                    format!("spec.bricks[{i}].node"),
+                    format!(
+                        "{} is not a storage node of the cluster whose agent answers",
+                        b.node
+                    ),
+                )
+            })?;
+            let brick = fresh_brick(slot, volume_name, i, &taken)?;
+            taken.push(brick.clone());
+            added.push(brick);
+        }
+        for (j, group) in added.chunks(set).enumerate() {
+            let mut hosts = HashSet::new();
+            if let Some(dup) = group.iter().find(|b| !hosts.insert(&b.host)) {
+                return Err(spec_error(
+                    "spec.bricks",
+                    format!(
+                        "new set {j} has two bricks on {}; losing that node would lose the set",
+                        dup.host
+                    ),
+                ));
+            }
+        }
+        return Ok(Resize::Expand(added));
+    }
+    if nodes.len() < set {
+        return Err(spec_error(
+            "spec.brickCount",
+            format!(
+                "a new set of {set} bricks needs {set} storage nodes whose agents answer; {} do",
+                nodes.len()
+            ),
+        ));
+    }
+    let mut load: Vec<usize> = nodes
+        .iter()
+        .map(|n| existing.iter().filter(|b| b.host == n.address).count())
+        .collect();
+    for k in (have..want).step_by(set) {
+        let mut order: Vec<usize> = (0..nodes.len()).collect();
+        order.sort_by_key(|&i| (load[i], i));
+        for (pos, &i) in order[..set].iter().enumerate() {
+            let brick = fresh_brick(&nodes[i], volume_name, k + pos, &taken)?;
+            taken.push(brick.clone());
+            added.push(brick);
+            load[i] += 1;
+        }
+    }
+    Ok(Resize::Expand(added))
+}
+
+/// For every brick on a replaced node (`replaced` maps its pool address to the node that
+/// takes over), the new brick that takes its place. The new node must not already hold a
+/// brick of the same set: that would put two copies behind one disk.
+pub fn replacements(
+    volume_name: &str,
+    set: usize,
+    existing: &[Brick],
+    replaced: &BTreeMap<String, (String, NodeSlot)>,
+    retired: &[Brick],
+) -> Result<Vec<(Brick, Brick)>, SpecError> {
+    let set = set.max(1);
+    let mut taken: Vec<Brick> = existing.iter().chain(retired).cloned().collect();
+    let mut out = Vec::new();
+    for (k, old) in existing.iter().enumerate() {
+        let Some((old_node, slot)) = replaced.get(&old.host) else {
+            continue;
+        };
+        let group = &existing[k / set * set..(k / set + 1) * set];
+        if group.iter().any(|b| b.host == slot.address) {
+            return Err(spec_error(
+                "spec.replacements",
+                format!(
+                    "{} already holds a brick of set {} of volume {volume_name}, so it cannot \
+                     also take {old_node}'s brick {old}; pick another replacement node",
+                    slot.node,
+                    k / set
+                ),
+            ));
+        }
+        let new = fresh_brick(slot, volume_name, k, &taken)?;
+        taken.push(new.clone());
+        out.push((old.clone(), new));
+    }
+    Ok(out)
+}
+
+/// A brick pod as the rollout sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrickPod {
+    pub name: String,
+    /// The pod runs the StatefulSet's current template.
+    pub current: bool,
+    /// Running, ready and its agent answers.
+    pub serving: bool,
+}
+
+/// The next step of a rolling restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RolloutStep {
+    /// Every pod runs the current template and serves.
+    Done,
+    /// Restart this pod now.
+    Restart(String),
+    /// Do nothing yet, for this reason.
+    Wait(String),
+}
+
+/// One pod at a time, in spec order, and only while every pod serves and the data is safe
+/// (`data_safe` is Err with the reason when a brick is offline or heal is pending).
+/// `pods` holds one entry per storage node; `None` is a pod that does not exist (yet).
+pub fn rollout_step(
+    pods: &[(String, Option<BrickPod>)],
+    data_safe: Result<(), String>,
+) -> RolloutStep {
+    let mut outdated = None;
+    for (node, pod) in pods {
+        match pod {
+            None => {
+                return RolloutStep::Wait(format!("the brick pod of {node} does not exist yet"))
+            }
+            Some(p) if !p.serving => {
+                return RolloutStep::Wait(format!("brick pod {} is not serving yet", p.name))
+            }
+            Some(p) if !p.current && outdated.is_none() => outdated = Some(p.name.clone()),
+            Some(_) => {}
+        }
+    }
+    let Some(next) = outdated else {
+        return RolloutStep::Done;
+    };
+    match data_safe {
+        Ok(()) => RolloutStep::Restart(next),
+        Err(why) => RolloutStep::Wait(why),
+    }
+}
+
+/// What to do next with a migration, from gluster's status of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Migration {
+    /// Gluster never ran it: start it.
+    Start,
+    Running,
+    /// Every file moved: for a shrink, commit now.
+    Done,
+    /// It ended without moving every file; the reason says what is left where.
+    Failed(String),
+}
+
+/// Reads gluster's status of a rebalance or remove-brick migration. A migration that
+/// "completed" with failures is a failure: heketi reported such runs as success. For a
+/// shrink, skipped files (gluster skips a file when the remaining bricks lack space) are a
+/// failure too: they are still only on the bricks being removed.
+pub fn migration(status: &str, failures: u64, skipped: u64, shrink: bool) -> Migration {
+    let what = if shrink {
+        "moving data off the bricks being removed"
+    } else {
+        "rebalance"
+    };
+    match status {
+        "not started" => Migration::Start,
+        "completed" if failures == 0 && (!shrink || skipped == 0) => Migration::Done,
+        "completed" => Migration::Failed(format!(
+            "gluster finished {what} with {failures} failed and {skipped} skipped files{}",
+            if shrink {
+                "; those files are still only on the bricks being removed, so the commit \
+                 is refused: free space on the remaining bricks, then set the brick count \
+                 again (or back)"
+            } else {
+                "; the files stay readable where they are"
+            }
+        )),
+        s if s.contains("failed") || s.contains("stopped") => Migration::Failed(format!(
+            "gluster reports {what} as {s:?} with {failures} failed and {skipped} skipped \
+             files; see the {}rebalance log under /var/log/glusterfs on the brick nodes",
+            if shrink { "remove-brick " } else { "" }
+        )),
+        _ => Migration::Running,
+    }
+}
+
 /// One option of a profile and why it is there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProfileOption {
@@ -301,6 +575,193 @@ mod tests {
             bricks(&s, "v", &nodes(3)).unwrap_err().field,
             "spec.bricks[1].node"
         );
+    }
+
+    fn brick(host: &str, path: &str) -> Brick {
+        Brick::new(host, path).unwrap()
+    }
+
+    #[test]
+    fn expansion_adds_whole_sets_on_the_least_loaded_nodes() {
+        let root = "/var/lib/glusterkube/bricks";
+        let have: Vec<Brick> = (0..3)
+            .map(|i| brick(&format!("10.0.0.{}", i + 1), &format!("{root}/v-{i}")))
+            .collect();
+        let s = spec("cluster: c\ntype: Replicate\nreplica: 3\nbrickCount: 6\n");
+        let Resize::Expand(add) = resize(&s, "v", &nodes(4), &have, &[]).unwrap() else {
+            panic!("expected an expansion")
+        };
+        assert_eq!(hosts(&add), ["10.0.0.4", "10.0.0.1", "10.0.0.2"]);
+        assert_eq!(add[0].path, format!("{root}/v-3"));
+        // A path still holding a retired brick is never reused.
+        let retired = [brick("10.0.0.4", &format!("{root}/v-3"))];
+        let Resize::Expand(add) = resize(&s, "v", &nodes(4), &have, &retired).unwrap() else {
+            panic!()
+        };
+        assert_eq!(add[0].path, format!("{root}/v-3-r1"));
+        // Three nodes: the new set spans all three again.
+        let Resize::Expand(add) = resize(&s, "v", &nodes(3), &have, &[]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(hosts(&add), ["10.0.0.1", "10.0.0.2", "10.0.0.3"]);
+        // Too few nodes for a set.
+        let e = resize(&s, "v", &nodes(2), &have, &[]).unwrap_err();
+        assert_eq!(e.field, "spec.brickCount");
+        // Same count: nothing to do.
+        let s3 = spec("cluster: c\ntype: Replicate\nreplica: 3\nbrickCount: 3\n");
+        assert_eq!(
+            resize(&s3, "v", &nodes(3), &have, &[]).unwrap(),
+            Resize::Keep
+        );
+    }
+
+    #[test]
+    fn shrinking_removes_the_last_sets_and_refuses_partial_sets() {
+        let have: Vec<Brick> = (0..6)
+            .map(|i| brick(&format!("10.0.0.{}", i % 3 + 1), &format!("/b/v-{i}")))
+            .collect();
+        let s = spec("cluster: c\ntype: Replicate\nreplica: 3\nbrickCount: 3\n");
+        assert_eq!(
+            resize(&s, "v", &nodes(3), &have, &[]).unwrap(),
+            Resize::Shrink(have[3..].to_vec())
+        );
+        let bad = spec("cluster: c\ntype: Replicate\nreplica: 3\nbrickCount: 4\n");
+        let e = resize(&bad, "v", &nodes(3), &have, &[]).unwrap_err();
+        assert_eq!(e.field, "spec.brickCount");
+        assert!(e.reason.contains("whole sets of 3"), "{e}");
+    }
+
+    #[test]
+    fn explicit_placement_expands_with_its_new_entries() {
+        let have: Vec<Brick> = (0..2)
+            .map(|i| brick(&format!("10.0.0.{}", i + 1), &format!("/b/v-{i}")))
+            .collect();
+        let mut s = spec("cluster: c\ntype: Replicate\nreplica: 2\nbrickCount: 2\n");
+        s.brick_count = None;
+        let place = |n: &[&str]| {
+            Some(
+                n.iter()
+                    .map(|n| BrickPlacement {
+                        node: n.to_string(),
+                    })
+                    .collect(),
+            )
+        };
+        s.bricks = place(&["n1", "n2", "n3", "n1"]);
+        let Resize::Expand(add) = resize(&s, "v", &nodes(3), &have, &[]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(hosts(&add), ["10.0.0.3", "10.0.0.1"]);
+        s.bricks = place(&["n1", "n2", "n3", "n3"]);
+        let e = resize(&s, "v", &nodes(3), &have, &[]).unwrap_err();
+        assert!(e.reason.contains("two bricks on 10.0.0.3"), "{e}");
+        s.bricks = place(&["n1", "n2", "n9", "n1"]);
+        assert_eq!(
+            resize(&s, "v", &nodes(3), &have, &[]).unwrap_err().field,
+            "spec.bricks[2].node"
+        );
+    }
+
+    #[test]
+    fn replacement_moves_bricks_of_the_replaced_node_only() {
+        let have: Vec<Brick> = (0..6)
+            .map(|i| brick(&format!("10.0.0.{}", i % 3 + 1), &format!("/b/v-{i}")))
+            .collect();
+        let n = nodes(4);
+        let map = BTreeMap::from([("10.0.0.3".to_string(), ("n3".to_string(), n[3].clone()))]);
+        let pairs = replacements("v", 3, &have, &map, &[]).unwrap();
+        assert_eq!(pairs.len(), 2);
+        assert_eq!(pairs[0].0, have[2]);
+        assert_eq!(pairs[0].1.host, "10.0.0.4");
+        assert_eq!(pairs[1].1.path, "/var/lib/glusterkube/bricks/v-5");
+        // The replacement already holds a brick of the set: refused, naming the field.
+        let onto_member =
+            BTreeMap::from([("10.0.0.3".to_string(), ("n3".to_string(), n[0].clone()))]);
+        let e = replacements("v", 3, &have, &onto_member, &[]).unwrap_err();
+        assert_eq!(e.field, "spec.replacements");
+        assert!(e.reason.contains("set 0"), "{e}");
+        assert!(replacements("v", 3, &have, &BTreeMap::new(), &[])
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn rollout_restarts_one_pod_at_a_time_and_only_when_data_is_safe() {
+        let pod = |name: &str, current: bool, serving: bool| {
+            Some(BrickPod {
+                name: name.into(),
+                current,
+                serving,
+            })
+        };
+        let all = |a: bool, b: bool, c: bool| {
+            vec![
+                ("n1".to_string(), pod("p1", a, true)),
+                ("n2".to_string(), pod("p2", b, true)),
+                ("n3".to_string(), pod("p3", c, true)),
+            ]
+        };
+        assert_eq!(
+            rollout_step(&all(true, true, true), Ok(())),
+            RolloutStep::Done
+        );
+        // Done even when data is unsafe: nothing left to restart.
+        assert_eq!(
+            rollout_step(&all(true, true, true), Err("heal".into())),
+            RolloutStep::Done
+        );
+        assert_eq!(
+            rollout_step(&all(false, false, false), Ok(())),
+            RolloutStep::Restart("p1".into())
+        );
+        assert_eq!(
+            rollout_step(&all(true, false, false), Ok(())),
+            RolloutStep::Restart("p2".into())
+        );
+        assert_eq!(
+            rollout_step(&all(true, false, false), Err("3 entries to heal".into())),
+            RolloutStep::Wait("3 entries to heal".into())
+        );
+        let mut restarting = all(true, false, false);
+        restarting[0].1 = pod("p1", true, false);
+        assert!(matches!(
+            rollout_step(&restarting, Ok(())),
+            RolloutStep::Wait(w) if w.contains("p1")
+        ));
+        restarting[0].1 = None;
+        assert!(matches!(
+            rollout_step(&restarting, Ok(())),
+            RolloutStep::Wait(w) if w.contains("n1")
+        ));
+    }
+
+    #[test]
+    fn migrations_succeed_only_when_every_file_moved() {
+        assert_eq!(migration("not started", 0, 0, false), Migration::Start);
+        assert_eq!(migration("in progress", 3, 0, true), Migration::Running);
+        assert_eq!(
+            migration("fix-layout in progress", 0, 0, false),
+            Migration::Running
+        );
+        assert_eq!(migration("completed", 0, 0, true), Migration::Done);
+        // Skipped files are fine for a rebalance (they stay put), not for a shrink.
+        assert_eq!(migration("completed", 0, 4, false), Migration::Done);
+        let Migration::Failed(why) = migration("completed", 0, 4, true) else {
+            panic!("a shrink with skipped files must not commit")
+        };
+        assert!(why.contains("4 skipped") && why.contains("commit"), "{why}");
+        let Migration::Failed(why) = migration("completed", 2, 0, false) else {
+            panic!("failures are never success")
+        };
+        assert!(why.contains("2 failed"), "{why}");
+        assert!(matches!(
+            migration("failed", 0, 0, false),
+            Migration::Failed(w) if w.contains("\"failed\"")
+        ));
+        assert!(matches!(
+            migration("stopped", 0, 0, true),
+            Migration::Failed(_)
+        ));
     }
 
     #[test]

@@ -192,6 +192,16 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
             .await
             .map_err(|s| Error::agent("volume start", s))?;
     }
+    let day2 = match &existing {
+        Some(vol) if vol.status == "Started" => {
+            crate::resize::run(ctx, gv, &gc, &mut agents, vol, &keep).await?
+        }
+        _ => crate::resize::Day2 {
+            resize: keep.resize.clone(),
+            retired: keep.retired_bricks.clone(),
+            blocked: None,
+        },
+    };
 
     // Options: the profile, then the volume's own. Refusals are reported, not dropped.
     let profile = gv.spec.profile.unwrap_or(gc.spec.default_profile);
@@ -206,7 +216,7 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         .map_err(|s| Error::agent(&agents[0].node, s))?
         .into_inner();
 
-    observe(gv, ctx, &name, &mut agents, &set.rejected).await
+    observe(gv, ctx, &gc, &name, &mut agents, &set.rejected, day2).await
 }
 
 async fn info(agent: &mut NodeAgent, name: &str) -> Result<Option<gk_agent::proto::Volume>, Error> {
@@ -226,9 +236,11 @@ async fn info(agent: &mut NodeAgent, name: &str) -> Result<Option<gk_agent::prot
 async fn observe(
     gv: &GlusterVolume,
     ctx: &Context,
+    gc: &GlusterCluster,
     name: &str,
     agents: &mut [NodeAgent],
     rejected: &[gk_agent::proto::RejectedOption],
+    day2: crate::resize::Day2,
 ) -> Result<Action, Error> {
     let anchor = &mut agents[0];
     let vol = info(anchor, name)
@@ -250,10 +262,14 @@ async fn observe(
     } else {
         None
     };
-    let node_of: BTreeMap<&str, &str> = agents
+    // Nodes whose agent is down are named from the cluster's last known peers.
+    let mut node_of: BTreeMap<&str, &str> = gc
+        .status
         .iter()
-        .map(|a| (a.address.as_str(), a.node.as_str()))
+        .flat_map(|s| &s.peers)
+        .map(|p| (p.address.as_str(), p.node.as_str()))
         .collect();
+    node_of.extend(agents.iter().map(|a| (a.address.as_str(), a.node.as_str())));
     let bricks: Vec<BrickStatus> = vol
         .bricks
         .iter()
@@ -323,6 +339,7 @@ async fn observe(
         .iter()
         .any(|b| !b.online && agents.iter().any(|a| a.address == b.host));
     let mut desired = Vec::new();
+    let day2_conditions = crate::resize::conditions(&day2);
     let degraded_reason = if online < total {
         Some((
             "BricksOffline",
@@ -344,6 +361,8 @@ async fn observe(
                 split.unwrap_or(0)
             ),
         ))
+    } else if let (_, Some((reason, msg))) = &day2_conditions {
+        Some((*reason, msg.clone()))
     } else if pending.unwrap_or(0) > 0 {
         Some((
             "HealPending",
@@ -374,7 +393,17 @@ async fn observe(
         Some((reason, msg)) => desired.push(Desired::new("Degraded", true, reason, msg.clone())),
         None => desired.push(Desired::new("Degraded", false, "Healthy", "")),
     }
-    desired.push(Desired::new("Progressing", false, "Stable", ""));
+    desired.push(match day2_conditions.0 {
+        Some(p) => p,
+        // Self-heal filling bricks (after a replacement or a restart) is progress too.
+        None if pending.unwrap_or(0) > 0 => Desired::new(
+            "Progressing",
+            true,
+            "Healing",
+            format!("{} entries waiting for self-heal", pending.unwrap_or(0)),
+        ),
+        None => Desired::new("Progressing", false, "Stable", ""),
+    });
     if !rejected.is_empty() {
         desired.push(Desired::new(
             "OptionsApplied",
@@ -402,6 +431,8 @@ async fn observe(
             total: human_bytes(total_bytes),
         }),
         mount,
+        retired_bricks: day2.retired,
+        resize: day2.resize,
         ..Default::default()
     };
     ctx.metrics.volume(
@@ -417,6 +448,12 @@ async fn observe(
         total_bytes as i64,
         total_bytes.saturating_sub(free_bytes) as i64,
     );
+    let migrating = status.resize.as_ref().is_some_and(|r| {
+        matches!(
+            r.phase,
+            crate::crd::MigrationPhase::Pending | crate::crd::MigrationPhase::InProgress
+        )
+    });
     set_status(ctx, gv, status, &desired).await?;
 
     if dead_on_live_nodes {
@@ -440,6 +477,9 @@ async fn observe(
             .client
             .heal_start(VolumeRequest { name: name.into() })
             .await;
+        return Ok(Action::requeue(std::time::Duration::from_secs(3)));
+    }
+    if migrating {
         return Ok(Action::requeue(std::time::Duration::from_secs(3)));
     }
     Ok(Action::requeue(ctx.config.refresh))
@@ -567,7 +607,12 @@ async fn cleanup(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         .map_err(|s| Error::agent(&anchor.node, s))?;
     tracing::info!(volume = %name, "deleted gluster volume");
     if gv.spec.deletion_policy == DeletionPolicy::Delete {
-        for b in &vol.bricks {
+        let retired = gv
+            .status
+            .as_ref()
+            .map(|s| s.retired_bricks.clone())
+            .unwrap_or_default();
+        for b in vol.bricks.iter().chain(&retired) {
             let Some((host, path)) = b.split_once(':') else {
                 continue;
             };

@@ -32,7 +32,9 @@ pub struct Node {
     pub address: String,
     ns: String,
     dir: PathBuf,
-    glusterd: Option<Child>,
+    /// Behind a lock so a shared environment can stop and restart a node, as a pod restart
+    /// does.
+    glusterd: std::sync::Mutex<Option<Child>>,
 }
 
 impl Node {
@@ -88,7 +90,7 @@ impl GlusterNet {
                 address: address.clone(),
                 ns: ns.clone(),
                 dir: self.root.join(format!("n{i}")),
-                glusterd: None,
+                glusterd: std::sync::Mutex::new(None),
             });
             attach(&sw, &ns, &format!("v{i}"), &address)?;
         }
@@ -108,7 +110,7 @@ impl GlusterNet {
     }
 
     fn start_node(&mut self, i: usize) -> Result<(), EnvError> {
-        let node = &mut self.nodes[i];
+        let node = &self.nodes[i];
         for sub in ["lib", "run", "log", "bricks"] {
             std::fs::create_dir_all(node.dir.join(sub))?;
         }
@@ -141,6 +143,13 @@ impl GlusterNet {
         for shared in ["/var/lib/glusterd", "/run/gluster", "/var/log/glusterfs"] {
             std::fs::create_dir_all(shared)?;
         }
+        self.spawn_glusterd(i)
+    }
+
+    /// Starts node `i`'s glusterd on its state and brick filesystem.
+    fn spawn_glusterd(&self, i: usize) -> Result<(), EnvError> {
+        let node = &self.nodes[i];
+        let vol_path = node.dir.join("glusterd.vol");
         // A private /run makes the node look like a pod: glusterd's socket sits at the
         // default /run/glusterd.socket (a link into /run/gluster, which is the node's own
         // directory, so the test can reach the socket from outside too). Tools that only know
@@ -169,8 +178,32 @@ impl GlusterNet {
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()?;
-        node.glusterd = Some(child);
+        *node.glusterd.lock().expect("glusterd lock") = Some(child);
         Ok(())
+    }
+
+    /// Stops node `i` as a pod going away would: every process in its network namespace
+    /// (glusterd, bricks, self-heal daemon) is killed. State and bricks stay on disk.
+    pub fn stop_node(&self, i: usize) {
+        let node = &self.nodes[i];
+        kill_namespaces(std::slice::from_ref(&node.ns));
+        if let Some(mut child) = node.glusterd.lock().expect("glusterd lock").take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts node `i` again after [`GlusterNet::stop_node`], as a new pod on the same node
+    /// would: glusterd comes up on its old state and starts the bricks of started volumes.
+    pub fn restart_node(&self, i: usize) -> Result<(), EnvError> {
+        // A new pod has a fresh /run: no pid files of the killed bricks, which glusterd would
+        // otherwise take for running bricks while their zombies are not reaped yet.
+        let vols = self.nodes[i].dir.join("run/vols");
+        if vols.exists() {
+            std::fs::remove_dir_all(&vols)?;
+        }
+        self.spawn_glusterd(i)?;
+        wait_for_glusterd(&self.nodes[i])
     }
 
     pub fn nodes(&self) -> &[Node] {
@@ -183,9 +216,11 @@ impl GlusterNet {
     pub fn gluster(&self, i: usize) -> Gluster<ProcessRunner> {
         let pid = self.nodes[i]
             .glusterd
+            .lock()
+            .expect("glusterd lock")
             .as_ref()
             .map(|c| c.id())
-            .expect("glusterd was started");
+            .expect("glusterd runs");
         // nsenter, unshare and sh all exec, so the child's pid is glusterd's.
         Gluster::new(ProcessRunner {
             program: [
@@ -257,7 +292,7 @@ impl GlusterNet {
         namespaces.push(format!("{}-sw", self.id));
         kill_namespaces(&namespaces);
         for node in &mut self.nodes {
-            if let Some(mut child) = node.glusterd.take() {
+            if let Some(mut child) = node.glusterd.lock().expect("glusterd lock").take() {
                 let _ = child.kill();
                 let _ = child.wait();
             }

@@ -3,11 +3,17 @@
 //! runs that node's real glusterd (a [`GlusterNet`] node) with a real brick agent serving the
 //! TLS Secret the pod mounts, and reports the pod Running and Ready with an address where the
 //! agent listens. Everything the operator does stays its production code path.
+//!
+//! Like a kubelet, it ends a pod's processes when the pod goes away or is replaced by a new
+//! one of the same name (a StatefulSet pod deleted for a new template): the agent stops and
+//! every process of the node (glusterd, bricks, self-heal daemon) is killed; the new pod then
+//! starts glusterd again on the node's state, which restarts the bricks. A node can also be
+//! killed for good, as a machine that dies: its pod keeps its address but nothing answers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use gk_agent::{tls, Agent, AgentConfig};
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -23,14 +29,38 @@ use crate::EnvError;
 /// The agents' port; each pod gets its own loopback address, 127.0.0.(10 + node index).
 pub const AGENT_PORT: u16 = 24050;
 
+/// What happened to a node's processes, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodEvent {
+    pub node: String,
+    pub at: Instant,
+    /// True when the pod's processes started, false when they were stopped.
+    pub started: bool,
+}
+
+#[derive(Default)]
+struct Shared {
+    dead: HashSet<usize>,
+    events: Vec<PodEvent>,
+}
+
 pub struct StandInKubelet {
     task: JoinHandle<()>,
+    shared: Arc<Mutex<Shared>>,
+    nodes: HashMap<String, usize>,
 }
 
 impl Drop for StandInKubelet {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// A pod whose processes run: its agent, and the uid of the pod they belong to.
+struct Serving {
+    uid: String,
+    stop: oneshot::Sender<()>,
+    server: JoinHandle<()>,
 }
 
 impl StandInKubelet {
@@ -43,16 +73,54 @@ impl StandInKubelet {
     ) -> Self {
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let secrets: Api<Secret> = Api::namespaced(client, namespace);
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let state = shared.clone();
+        let names = nodes.clone();
         let task = tokio::spawn(async move {
-            let mut running: HashMap<usize, oneshot::Sender<()>> = HashMap::new();
+            let mut running: HashMap<usize, Serving> = HashMap::new();
+            // glusterd of every node runs from the start (GlusterNet starts it).
+            let mut stopped: HashSet<usize> = HashSet::new();
             loop {
-                if let Err(e) = serve_pods(&pods, &secrets, &net, &nodes, &mut running).await {
+                let r = serve_pods(
+                    &pods,
+                    &secrets,
+                    &net,
+                    &names,
+                    &state,
+                    &mut running,
+                    &mut stopped,
+                )
+                .await;
+                if let Err(e) = r {
                     tracing::warn!(error = %e, "stand-in kubelet");
                 }
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
         });
-        Self { task }
+        Self {
+            task,
+            shared,
+            nodes,
+        }
+    }
+
+    /// Kills `node` for good, as a machine that dies: its agent and every gluster process
+    /// on it stop, and its pod is never served again.
+    pub fn kill_node(&self, node: &str) {
+        let i = self.nodes[node];
+        self.shared.lock().expect("kubelet state").dead.insert(i);
+    }
+
+    /// Brings a killed node back, as a machine that is repaired: its pod is served again,
+    /// with glusterd started on the node's old state.
+    pub fn revive_node(&self, node: &str) {
+        let i = self.nodes[node];
+        self.shared.lock().expect("kubelet state").dead.remove(&i);
+    }
+
+    /// Every start and stop of pod processes so far.
+    pub fn events(&self) -> Vec<PodEvent> {
+        self.shared.lock().expect("kubelet state").events.clone()
     }
 }
 
@@ -60,27 +128,91 @@ fn pod_ip(index: usize) -> String {
     format!("127.0.0.{}", 10 + index)
 }
 
+fn node_name(nodes: &HashMap<String, usize>, index: usize) -> String {
+    nodes
+        .iter()
+        .find(|(_, &i)| i == index)
+        .map(|(n, _)| n.clone())
+        .unwrap_or_default()
+}
+
+async fn stop(net: &Arc<GlusterNet>, index: usize, serving: Serving) {
+    let _ = serving.stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), serving.server).await;
+    let net = net.clone();
+    let _ = tokio::task::spawn_blocking(move || net.stop_node(index)).await;
+}
+
 async fn serve_pods(
     pods: &Api<Pod>,
     secrets: &Api<Secret>,
-    net: &GlusterNet,
+    net: &Arc<GlusterNet>,
     nodes: &HashMap<String, usize>,
-    running: &mut HashMap<usize, oneshot::Sender<()>>,
+    shared: &Mutex<Shared>,
+    running: &mut HashMap<usize, Serving>,
+    stopped: &mut HashSet<usize>,
 ) -> Result<(), EnvError> {
     let list = pods
         .list(&ListParams::default().labels("app.kubernetes.io/name=glusterkube-brick"))
         .await
         .map_err(|e| EnvError::Setup(e.to_string()))?;
-    for pod in list.items {
+    let mut current: HashMap<usize, &Pod> = HashMap::new();
+    for pod in &list.items {
         let Some(node) = pod.annotations().get("glusterkube.dev/node") else {
             continue;
         };
-        let Some(&index) = nodes.get(node) else {
+        if let Some(&index) = nodes.get(node) {
+            current.insert(index, pod);
+        }
+    }
+    let dead = shared.lock().expect("kubelet state").dead.clone();
+    // Pods that went away, were replaced, or whose node died: their processes end.
+    let ended: Vec<usize> = running
+        .iter()
+        .filter(|(i, s)| {
+            dead.contains(i)
+                || current
+                    .get(i)
+                    .is_none_or(|p| p.uid().as_deref() != Some(s.uid.as_str()))
+        })
+        .map(|(i, _)| *i)
+        .collect();
+    for index in ended {
+        let serving = running.remove(&index).expect("listed above");
+        stop(net, index, serving).await;
+        stopped.insert(index);
+        shared.lock().expect("kubelet state").events.push(PodEvent {
+            node: node_name(nodes, index),
+            at: Instant::now(),
+            started: false,
+        });
+    }
+    for (&index, pod) in &current {
+        if dead.contains(&index) {
             continue;
-        };
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
         if let std::collections::hash_map::Entry::Vacant(slot) = running.entry(index) {
-            if let Some(stop) = start_agent(&pod, secrets, net, index).await? {
-                slot.insert(stop);
+            if stopped.contains(&index) {
+                let net = net.clone();
+                tokio::task::spawn_blocking(move || net.restart_node(index))
+                    .await
+                    .map_err(|e| EnvError::Setup(e.to_string()))??;
+                stopped.remove(&index);
+            }
+            if let Some((stop, server)) = start_agent(pod, secrets, net, index).await? {
+                slot.insert(Serving {
+                    uid: pod.uid().unwrap_or_default(),
+                    stop,
+                    server,
+                });
+                shared.lock().expect("kubelet state").events.push(PodEvent {
+                    node: node_name(nodes, index),
+                    at: Instant::now(),
+                    started: true,
+                });
             }
         }
         let has_ip = pod
@@ -88,7 +220,7 @@ async fn serve_pods(
             .as_ref()
             .and_then(|s| s.pod_ip.as_ref())
             .is_some();
-        if !has_ip {
+        if !has_ip && running.contains_key(&index) {
             let ip = pod_ip(index);
             let status = json!({"status": {
                 "phase": "Running",
@@ -116,7 +248,7 @@ async fn start_agent(
     secrets: &Api<Secret>,
     net: &GlusterNet,
     index: usize,
-) -> Result<Option<oneshot::Sender<()>>, EnvError> {
+) -> Result<Option<(oneshot::Sender<()>, JoinHandle<()>)>, EnvError> {
     let secret_name = pod
         .spec
         .as_ref()
@@ -154,9 +286,20 @@ async fn start_agent(
     let addr: SocketAddr = format!("{}:{AGENT_PORT}", pod_ip(index))
         .parse()
         .expect("a socket address");
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    // The previous pod's listener may take a moment to close.
+    let mut tries = 0;
+    let listener = loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => break l,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tries < 50 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     let (tx, rx) = oneshot::channel::<()>();
-    tokio::spawn(async move {
+    let server = tokio::spawn(async move {
         let stop = async {
             let _ = rx.await;
         };
@@ -164,5 +307,5 @@ async fn start_agent(
             tracing::error!(error = %e, "stand-in agent stopped");
         }
     });
-    Ok(Some(tx))
+    Ok(Some((tx, server)))
 }

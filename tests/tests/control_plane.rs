@@ -55,6 +55,7 @@ async fn crd_is_applied_and_an_object_reads_back_through_kube_rs() {
         resources: None,
         tolerations: vec![],
         default_profile: Default::default(),
+        replacements: vec![],
     };
     let _ = api.delete("pool", &DeleteParams::default()).await;
     wait("old object gone", 30, async {

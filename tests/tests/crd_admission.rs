@@ -116,6 +116,27 @@ fn bad_creates() -> Vec<(&'static str, (&'static str, Value), &'static str)> {
             "spec.image",
         ),
         (
+            "replacement not a node",
+            cluster(
+                json!({"nodes": [node("a", dir.clone())], "replacements": [{"node": "b", "replacement": "c"}]}),
+            ),
+            "spec.replacements",
+        ),
+        (
+            "node replaced by itself",
+            cluster(
+                json!({"nodes": [node("a", dir.clone())], "replacements": [{"node": "a", "replacement": "a"}]}),
+            ),
+            "spec.replacements[0].replacement",
+        ),
+        (
+            "replacement replaced again",
+            cluster(
+                json!({"nodes": [node("a", dir.clone()), node("b", dir.clone())], "replacements": [{"node": "x", "replacement": "a"}, {"node": "a", "replacement": "b"}]}),
+            ),
+            "spec.replacements",
+        ),
+        (
             "no cluster",
             volume(vol_with(json!({"cluster": null}))),
             "spec.cluster",
@@ -153,14 +174,14 @@ fn bad_creates() -> Vec<(&'static str, (&'static str, Value), &'static str)> {
         (
             "bricks not a multiple of replica",
             volume(vol_with(json!({"brickCount": 4}))),
-            "spec.bricks",
+            "spec.brickCount",
         ),
         (
             "arbiter bricks not in threes",
             volume(vol_with(
                 json!({"type": "Arbiter", "replica": null, "brickCount": 4}),
             )),
-            "spec.bricks",
+            "spec.brickCount",
         ),
         (
             "disperse without counts",
@@ -205,7 +226,7 @@ fn bad_creates() -> Vec<(&'static str, (&'static str, Value), &'static str)> {
             volume(vol_with(
                 json!({"type": "Disperse", "replica": null, "disperse": {"data": 2, "redundancy": 1}, "brickCount": 4}),
             )),
-            "spec.bricks",
+            "spec.brickCount",
         ),
         (
             "bricks and brickCount",

@@ -363,8 +363,16 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
             .then_some(())
     })
     .await;
+    // The cluster's finalizer lets it go once no volume lives on it.
+    clusters
+        .delete("pool", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until("cluster deleted", 60, async || {
+        clusters.get_opt("pool").await.ok()?.is_none().then_some(())
+    })
+    .await;
     operator.abort();
-    let _ = clusters.delete("pool", &DeleteParams::default()).await;
     let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = ns_api.delete(&ns, &DeleteParams::default()).await;
 }

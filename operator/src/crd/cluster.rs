@@ -24,6 +24,8 @@ use super::TuningProfile;
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.replacements) || self.replacements.all(r, self.nodes.exists(n, n.name == r.replacement))").message("every replacements[].replacement must be one of spec.nodes[].name").field_path(".replacements"))]
+#[x_kube(validation = Rule::new("!has(self.replacements) || self.replacements.all(r, !self.replacements.exists(o, o.node == r.replacement))").message("a replacement node cannot itself be replaced; replace the original node directly").field_path(".replacements"))]
 pub struct GlusterClusterSpec {
     /// The Kubernetes nodes that hold bricks, each with its node-local storage. Each node runs
     /// one brick pod (glusterd and the brick agent), pinned to it.
@@ -49,6 +51,29 @@ pub struct GlusterClusterSpec {
     /// The tuning profile of this cluster's volumes unless a GlusterVolume names its own.
     #[serde(default)]
     pub default_profile: TuningProfile,
+
+    /// Brick replacements. Every brick on `node` (for example a node whose disk died, or a
+    /// node being retired) is replaced by a new, empty brick on `replacement`, which
+    /// self-heal fills from the other bricks of its set. The operator never deletes the old
+    /// bricks' data. Keep an entry until every volume reports heal pending 0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["node"]))]
+    pub replacements: Vec<NodeReplacement>,
+}
+
+/// Moves every brick of one storage node to another.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.node != self.replacement").message("replacement must differ from node").field_path(".replacement"))]
+pub struct NodeReplacement {
+    /// The storage node whose bricks are replaced. It may be gone from spec.nodes already.
+    #[schemars(length(min = 1, max = 253))]
+    pub node: String,
+    /// The storage node (one of spec.nodes) that receives the new bricks. It must not hold
+    /// another brick of the same replica or disperse set.
+    #[schemars(length(min = 1, max = 253))]
+    pub replacement: String,
 }
 
 /// One storage node and where its bricks live.
@@ -115,6 +140,31 @@ pub struct GlusterClusterStatus {
     /// Raw capacity of the node-local storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<super::Capacity>,
+    /// The rolling restart of brick pods after their template (for example the image)
+    /// changed: one pod at a time, each only once every brick is online and nothing is
+    /// left to heal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+}
+
+/// Progress of a rolling restart of the brick pods.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// Brick pods running the current template.
+    pub updated: i32,
+    /// Brick pods of the cluster.
+    pub total: i32,
+    /// The pod restarted last, while the rollout waits for it to be healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_pod: Option<String>,
+    /// When that pod was restarted; the rollout stops with a Degraded condition when it is
+    /// not healthy within the operator's rollout timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// What the rollout waits for, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
 }
 
 /// A storage node's membership of the trusted pool.

@@ -33,9 +33,12 @@ use super::{Capacity, TuningProfile};
 #[x_kube(validation = Rule::new("has(self.bricks) != has(self.brickCount)").message("set exactly one of bricks or brickCount").field_path(".brickCount"))]
 #[x_kube(validation = Rule::new("!has(self.replica) || !has(oldSelf.replica) || self.replica == oldSelf.replica").message("replica is immutable; add bricks in whole sets instead").field_path(".replica"))]
 #[x_kube(validation = Rule::new("!has(self.disperse) || !has(oldSelf.disperse) || self.disperse == oldSelf.disperse").message("disperse is immutable; add bricks in whole sets instead").field_path(".disperse"))]
-#[x_kube(validation = Rule::new("self.type != 'Replicate' || !has(self.replica) || (has(self.brickCount) ? self.brickCount : size(self.bricks)) % self.replica == 0").message("the number of bricks must be a multiple of replica").field_path(".bricks"))]
-#[x_kube(validation = Rule::new("self.type != 'Arbiter' || (has(self.brickCount) ? self.brickCount : size(self.bricks)) % 3 == 0").message("arbiter volumes need bricks in sets of 3 (two data bricks and one arbiter)").field_path(".bricks"))]
-#[x_kube(validation = Rule::new("self.type != 'Disperse' || !has(self.disperse) || (has(self.brickCount) ? self.brickCount : size(self.bricks)) % (self.disperse.data + self.disperse.redundancy) == 0").message("the number of bricks must be a multiple of disperse.data + disperse.redundancy").field_path(".bricks"))]
+#[x_kube(validation = Rule::new("!has(self.brickCount) || self.type != 'Replicate' || !has(self.replica) || self.brickCount % self.replica == 0").message("brickCount must be a multiple of replica: bricks are added and removed in whole replica sets").field_path(".brickCount"))]
+#[x_kube(validation = Rule::new("!has(self.bricks) || self.type != 'Replicate' || !has(self.replica) || size(self.bricks) % self.replica == 0").message("the number of bricks must be a multiple of replica: bricks are added and removed in whole replica sets").field_path(".bricks"))]
+#[x_kube(validation = Rule::new("!has(self.brickCount) || self.type != 'Arbiter' || self.brickCount % 3 == 0").message("brickCount must be a multiple of 3 for Arbiter (two data bricks and one arbiter per set)").field_path(".brickCount"))]
+#[x_kube(validation = Rule::new("!has(self.bricks) || self.type != 'Arbiter' || size(self.bricks) % 3 == 0").message("arbiter volumes need bricks in sets of 3 (two data bricks and one arbiter)").field_path(".bricks"))]
+#[x_kube(validation = Rule::new("!has(self.brickCount) || self.type != 'Disperse' || !has(self.disperse) || self.brickCount % (self.disperse.data + self.disperse.redundancy) == 0").message("brickCount must be a multiple of disperse.data + disperse.redundancy: bricks are added and removed in whole disperse sets").field_path(".brickCount"))]
+#[x_kube(validation = Rule::new("!has(self.bricks) || self.type != 'Disperse' || !has(self.disperse) || size(self.bricks) % (self.disperse.data + self.disperse.redundancy) == 0").message("the number of bricks must be a multiple of disperse.data + disperse.redundancy").field_path(".bricks"))]
 pub struct GlusterVolumeSpec {
     /// The GlusterCluster, in this namespace, that holds this volume. Immutable.
     #[schemars(length(min = 1, max = 253))]
@@ -167,6 +170,63 @@ pub struct GlusterVolumeStatus {
     /// How clients mount the volume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mount: Option<MountInfo>,
+    /// Bricks that left the volume (removed by a shrink, or replaced) whose directories the
+    /// operator left on their nodes. It never reuses their paths; deletionPolicy Delete
+    /// removes them with the volume.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired_bricks: Vec<String>,
+    /// The last change of the brick count and its data migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resize: Option<ResizeStatus>,
+}
+
+/// A change of the brick count: bricks added then a rebalance, or a remove-brick migration
+/// then the commit.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResizeStatus {
+    pub operation: ResizeOperation,
+    pub phase: MigrationPhase,
+    /// The bricks added or being removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bricks: Vec<String>,
+    /// Files gluster has moved so far.
+    #[serde(default)]
+    pub files_moved: i64,
+    /// Bytes gluster has moved so far.
+    #[serde(default)]
+    pub bytes_moved: i64,
+    /// Files gluster failed to move.
+    #[serde(default)]
+    pub failures: i64,
+    /// Files gluster skipped (for example for lack of space); they stay where they are.
+    #[serde(default)]
+    pub skipped: i64,
+    /// Gluster's status per node, or why the step is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Growing or shrinking a volume.
+#[derive(schemars::JsonSchema, Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResizeOperation {
+    /// add-brick, then rebalance.
+    Expand,
+    /// remove-brick start, status, then commit once every file has moved.
+    Shrink,
+}
+
+/// Where a data migration stands.
+#[derive(schemars::JsonSchema, Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MigrationPhase {
+    /// Decided, not yet started in gluster.
+    Pending,
+    InProgress,
+    Completed,
+    /// Gluster reported a failure; nothing is committed and no data is dropped.
+    Failed,
+    /// Refused before it started (see message); nothing changed in gluster.
+    Refused,
 }
 
 /// One brick as last observed.
