@@ -431,8 +431,31 @@ pub struct ProfileOption {
     pub key: &'static str,
     pub value: &'static str,
     pub reason: &'static str,
-    /// Only for volumes with redundancy (replicate, arbiter, disperse): self-heal options.
-    pub redundant_only: bool,
+    /// Which layouts take the option: gluster refuses replicate's self-heal options on
+    /// disperse volumes and the other way round.
+    pub applies: Applies,
+}
+
+/// The layouts a profile option is set on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applies {
+    All,
+    /// Replicate and arbiter (AFR).
+    Replicated,
+    /// Disperse (EC).
+    Dispersed,
+}
+
+impl Applies {
+    fn matches(self, layout: VolumeLayout) -> bool {
+        match self {
+            Applies::All => true,
+            Applies::Replicated => {
+                matches!(layout, VolumeLayout::Replicate { .. } | VolumeLayout::Arbiter)
+            }
+            Applies::Dispersed => matches!(layout, VolumeLayout::Disperse { .. }),
+        }
+    }
 }
 
 /// The Tuned profile. Seed 000's "high performance" list, applied whole, was slower than
@@ -445,40 +468,47 @@ pub const TUNED: &[ProfileOption] = &[
         value: "10",
         reason: "clients block all I/O for ping-timeout when a brick host vanishes without \
                  closing its connections; gluster's 42 s stalls pods for too long",
-        redundant_only: false,
+        applies: Applies::All,
     },
     ProfileOption {
         key: "cluster.shd-max-threads",
         value: "4",
         reason: "heals after a brick returns run with more parallelism, shortening the window \
                  with one copy missing (seed 000 used 8 on large nodes)",
-        redundant_only: true,
+        applies: Applies::Replicated,
+    },
+    ProfileOption {
+        key: "disperse.shd-max-threads",
+        value: "4",
+        reason: "the same for disperse volumes, which refuse cluster.shd-max-threads \
+                 (measured: \"Cannot set cluster.shd-max-threads for a non-replicate volume\")",
+        applies: Applies::Dispersed,
     },
     ProfileOption {
         key: "features.cache-invalidation",
         value: "on",
         reason: "brick-side upcalls tell clients when metadata changes, which makes the \
                  longer md-cache timeout below safe on RWX volumes shared by many pods",
-        redundant_only: false,
+        applies: Applies::All,
     },
     ProfileOption {
         key: "performance.cache-invalidation",
         value: "on",
         reason: "clients act on those upcalls (seed 000)",
-        redundant_only: false,
+        applies: Applies::All,
     },
     ProfileOption {
         key: "performance.md-cache-timeout",
         value: "600",
         reason: "stat and xattr answers are cached while invalidation keeps them correct, \
                  cutting lookups for metadata-heavy workloads (seed 000)",
-        redundant_only: false,
+        applies: Applies::All,
     },
     ProfileOption {
         key: "features.cache-invalidation-timeout",
         value: "600",
         reason: "bricks remember interested clients as long as they cache (seed 000)",
-        redundant_only: false,
+        applies: Applies::All,
     },
 ];
 
@@ -488,11 +518,10 @@ pub fn options(
     layout: VolumeLayout,
     own: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
-    let redundant = layout != VolumeLayout::Distribute;
     let mut out: BTreeMap<String, String> = match profile {
         TuningProfile::Tuned => TUNED
             .iter()
-            .filter(|o| redundant || !o.redundant_only)
+            .filter(|o| o.applies.matches(layout))
             .map(|o| (o.key.to_string(), o.value.to_string()))
             .collect(),
         TuningProfile::GlusterDefaults => BTreeMap::new(),
@@ -779,9 +808,17 @@ mod tests {
         let r3 = VolumeLayout::Replicate { replica: 3 };
         let o = options(TuningProfile::Tuned, r3, &own);
         assert_eq!(o["network.ping-timeout"], "20");
-        assert_eq!(o.len(), TUNED.len());
+        assert_eq!(o.len(), TUNED.len() - 1);
+        assert!(!o.contains_key("disperse.shd-max-threads"));
         let dist = options(TuningProfile::Tuned, VolumeLayout::Distribute, &own);
-        assert!(!dist.contains_key("cluster.shd-max-threads"));
+        assert!(!dist.keys().any(|k| k.contains("shd-max-threads")));
+        let ec = VolumeLayout::Disperse {
+            data: 2,
+            redundancy: 1,
+        };
+        let ec = options(TuningProfile::Tuned, ec, &own);
+        assert_eq!(ec["disperse.shd-max-threads"], "4");
+        assert!(!ec.contains_key("cluster.shd-max-threads"));
         assert_eq!(options(TuningProfile::GlusterDefaults, r3, &own).len(), 1);
         for opt in TUNED {
             assert!(opt.key.contains('.') && !opt.reason.is_empty());
