@@ -451,7 +451,10 @@ impl Applies {
         match self {
             Applies::All => true,
             Applies::Replicated => {
-                matches!(layout, VolumeLayout::Replicate { .. } | VolumeLayout::Arbiter)
+                matches!(
+                    layout,
+                    VolumeLayout::Replicate { .. } | VolumeLayout::Arbiter
+                )
             }
             Applies::Dispersed => matches!(layout, VolumeLayout::Disperse { .. }),
         }
