@@ -1037,6 +1037,8 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
     pvs.list(&ListParams::default().limit(1))
         .await
         .expect("operator lists PVs");
+    none_forbidden("the operator", &op_log);
+    assert!(made(&op_log, "POST", "/apis/events.k8s.io/v1/namespaces/"));
 
     // The CSI controller, with its production resolver, under its own account.
     let (csi, csi_log) =
