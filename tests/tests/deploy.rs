@@ -940,7 +940,7 @@ fn none_forbidden(who: &str, log: &CallLog) {
     assert!(refused.is_empty(), "{who}'s role refused: {refused:?}");
 }
 
-/// Whether a call matching `method` and ending in `path_end` succeeded.
+/// Whether a call with `method` to a path containing `path_part` succeeded.
 fn made(log: &CallLog, method: &str, path_part: &str) -> bool {
     log.lock().unwrap().iter().any(|(what, status)| {
         what.starts_with(&format!("{method} ")) && what.contains(path_part) && *status < 300
