@@ -4,6 +4,7 @@
 mod convert;
 mod error;
 mod locks;
+pub mod quota;
 pub mod server;
 pub mod spec;
 pub mod tls;

@@ -1,7 +1,9 @@
 //! The BrickAgent gRPC service over one node's glusterd.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use gk_gluster::{Brick, CommandRunner, Gluster, GlusterError, Volume};
 use gk_mount::{self as mount, MountSource, Mounter};
@@ -11,6 +13,7 @@ use crate::convert;
 use crate::locks::VolumeLocks;
 use crate::proto::brick_agent_server::BrickAgent;
 use crate::proto::*;
+use crate::quota::{self, Registrar};
 use crate::spec::{self, DesiredVolume};
 use crate::AgentError;
 
@@ -32,21 +35,34 @@ pub struct AgentConfig {
     pub brick_roots: Vec<PathBuf>,
 }
 
+/// How long a volume checked ready for subdirectories (started, quota on, fast quota
+/// timeouts) is trusted without asking glusterd again. A volume stopped meanwhile fails the
+/// create at the mount instead, which clears the mark.
+const QUOTA_READY_TTL: Duration = Duration::from_secs(10);
+
 pub struct Agent<R> {
     gluster: Gluster<R>,
     config: AgentConfig,
     locks: VolumeLocks,
+    registrar: Registrar,
+    quota_ready: Arc<Mutex<HashMap<String, Instant>>>,
+}
+
+impl<R: CommandRunner + Clone + 'static> Agent<R> {
+    /// Must be called inside a tokio runtime: it starts the quota registration task.
+    pub fn new(gluster: Gluster<R>, config: AgentConfig) -> Self {
+        let locks = VolumeLocks::default();
+        Self {
+            registrar: Registrar::start(gluster.clone(), locks.clone()),
+            gluster,
+            config,
+            locks,
+            quota_ready: Arc::default(),
+        }
+    }
 }
 
 impl<R: CommandRunner + 'static> Agent<R> {
-    pub fn new(gluster: Gluster<R>, config: AgentConfig) -> Self {
-        Self {
-            gluster,
-            config,
-            locks: VolumeLocks::default(),
-        }
-    }
-
     async fn info(&self, name: &str) -> Result<Volume, AgentError> {
         self.gluster
             .volume_info(name)
@@ -186,6 +202,8 @@ impl<R: CommandRunner + 'static> Agent<R> {
 
     /// The agent's own FUSE mount of `volume`, made on first use.
     async fn management_mount(&self, volume: &str) -> Result<PathBuf, AgentError> {
+        // Concurrent creates on one volume must not mount it twice.
+        let _guard = self.locks.lock(&format!("mount:{volume}")).await;
         let target = self.config.mount_root.join(volume);
         if mount::is_mounted(&target)? {
             if rustix::fs::statvfs(&target).is_ok() {
@@ -205,9 +223,50 @@ impl<R: CommandRunner + 'static> Agent<R> {
         };
         self.config
             .mounter
-            .mount(&source, &target, &log, &[])
+            .mount_quota_client(&source, &target, &log)
             .await?;
         Ok(target)
+    }
+
+    /// Makes sure `volume` is started with quota on and quota timeouts at 0, asking glusterd
+    /// at most once per [`QUOTA_READY_TTL`].
+    async fn quota_ready(&self, volume: &str) -> Result<(), AgentError> {
+        let fresh = |m: &HashMap<String, Instant>| {
+            m.get(volume).is_some_and(|t| t.elapsed() < QUOTA_READY_TTL)
+        };
+        if fresh(&lock(&self.quota_ready)) {
+            return Ok(());
+        }
+        let _guard = self.locks.lock(volume).await;
+        let v = self.info(volume).await?;
+        if !v.is_started() {
+            return Err(AgentError::Precondition(format!(
+                "volume {volume} is not started"
+            )));
+        }
+        // Each gluster command costs a round of glusterd transactions: skip the ones the
+        // volume's options show are already in effect.
+        let opt = |k: &str| v.options.get(k).map(String::as_str);
+        if opt("features.quota") != Some("on") {
+            self.gluster.quota_enable(volume).await?;
+        }
+        if opt("features.soft-timeout") != Some("0") || opt("features.hard-timeout") != Some("0") {
+            self.gluster.quota_fast_timeouts(volume).await?;
+        }
+        lock(&self.quota_ready).insert(volume.to_string(), Instant::now());
+        Ok(())
+    }
+
+    fn forget_quota_ready(&self, volume: &str) {
+        lock(&self.quota_ready).remove(volume);
+    }
+
+    /// The management mount's copy of `path` (an absolute path inside the volume).
+    async fn subdir(&self, volume: &str, path: &str) -> Result<PathBuf, AgentError> {
+        let root = self.management_mount(volume).await.inspect_err(|_| {
+            self.forget_quota_ready(volume);
+        })?;
+        Ok(root.join(&path[1..]))
     }
 }
 
@@ -254,6 +313,15 @@ fn subdir_path(field: &str, path: &str) -> Result<String, AgentError> {
             format!("{path:?} must be an absolute path of plain names, like /pvc-1234"),
         ))
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The lock name for one subdirectory; `:` cannot occur in a volume name.
+fn subdir_lock(volume: &str, path: &str) -> String {
+    format!("subdir:{volume}:{path}")
 }
 
 fn log_rpc(rpc: &str, volume: &str) {
@@ -362,6 +430,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let name = spec::volume_name("name", &req.name)?;
         log_rpc("VolumeStop", &name);
         let _guard = self.locks.lock(&name).await;
+        self.forget_quota_ready(&name);
         if self.info(&name).await?.is_started() {
             self.gluster
                 .volume_stop(&name, req.force)
@@ -375,6 +444,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let name = spec::volume_name("name", &req.into_inner().name)?;
         log_rpc("VolumeDelete", &name);
         let _guard = self.locks.lock(&name).await;
+        self.forget_quota_ready(&name);
         let Some(v) = self
             .gluster
             .volume_info(&name)
@@ -502,53 +572,50 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
             return Err(AgentError::invalid("limit_bytes", "must be more than 0").into());
         }
         log_rpc("SubdirCreate", &volume);
-        let _guard = self.locks.lock(&volume).await;
-        let v = self.info(&volume).await?;
-        if !v.is_started() {
-            return Err(AgentError::Precondition(format!("volume {volume} is not started")).into());
-        }
-        let root = self.management_mount(&volume).await?;
-        let dir = root.join(&path[1..]);
-        // Listing every limit grows with the number of PVs, so it is only needed when the
-        // directory is already there: a retry, or a conflicting request under the same name.
-        let existed = std::fs::symlink_metadata(&dir).is_ok();
-        if existed {
-            let quotas = self.quotas(&volume).await?;
-            if let Some(q) = quotas.iter().find(|q| q.path == path) {
-                if q.hard_limit_bytes != req.limit_bytes {
-                    return Err(AgentError::Conflict(format!(
-                        "{path} on {volume} exists with a limit of {} bytes, not {}",
-                        q.hard_limit_bytes, req.limit_bytes
-                    ))
-                    .into());
+        // Creates of different directories need no gluster transaction, so they only
+        // serialise per directory; the volume lock is for glusterd work.
+        let _guard = self.locks.lock(&subdir_lock(&volume, &path)).await;
+        self.quota_ready(&volume).await?;
+        let dir = self.subdir(&volume, &path).await?;
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                match quota::read_limit(&dir)? {
+                    Some(limit) if limit != req.limit_bytes => {
+                        return Err(AgentError::Conflict(format!(
+                            "{path} on {volume} exists with a limit of {limit} bytes, not {}",
+                            req.limit_bytes
+                        ))
+                        .into())
+                    }
+                    // A retry: make sure glusterd's list gets it even if the agent
+                    // restarted before registering it.
+                    Some(_) => {
+                        self.registrar.register(&volume, &path, req.limit_bytes);
+                        return Ok(Response::new(SubdirResponse {
+                            path,
+                            limit_bytes: req.limit_bytes,
+                        }));
+                    }
+                    // Made by a create that failed before its limit: finish it.
+                    None => {}
                 }
-                return Ok(Response::new(SubdirResponse {
-                    path,
-                    limit_bytes: req.limit_bytes,
-                }));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&dir)
+                    .map_err(AgentError::io(format!("creating {path} on {volume}")))?;
+            }
+            Err(e) => {
+                self.forget_quota_ready(&volume);
+                return Err(AgentError::Io {
+                    what: format!("creating {path} on {volume}"),
+                    source: e,
+                }
+                .into());
             }
         }
-        std::fs::create_dir_all(&dir)
-            .map_err(AgentError::io(format!("creating {path} on {volume}")))?;
-        // Each gluster command costs a round of glusterd transactions: skip the ones the
-        // volume's options show are already in effect.
-        let opt = |k: &str| v.options.get(k).map(String::as_str);
-        if opt("features.quota") != Some("on") {
-            self.gluster
-                .quota_enable(&volume)
-                .await
-                .map_err(AgentError::from)?;
-        }
-        if opt("features.soft-timeout") != Some("0") || opt("features.hard-timeout") != Some("0") {
-            self.gluster
-                .quota_fast_timeouts(&volume)
-                .await
-                .map_err(AgentError::from)?;
-        }
-        self.gluster
-            .quota_limit_usage(&volume, &path, req.limit_bytes)
-            .await
-            .map_err(AgentError::from)?;
+        quota::write_limit(&dir, req.limit_bytes)?;
+        self.registrar.register(&volume, &path, req.limit_bytes);
         Ok(Response::new(SubdirResponse {
             path,
             limit_bytes: req.limit_bytes,
@@ -563,10 +630,13 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let volume = spec::volume_name("volume", &req.volume)?;
         let path = subdir_path("path", &req.path)?;
         log_rpc("SubdirDelete", &volume);
+        let _path_guard = self.locks.lock(&subdir_lock(&volume, &path)).await;
+        // Cancel first, then take the volume lock: a registration running now finishes
+        // before the list below is read.
+        self.registrar.cancel(&volume, &path);
         let _guard = self.locks.lock(&volume).await;
         self.info(&volume).await?;
-        let root = self.management_mount(&volume).await?;
-        let dir = root.join(&path[1..]);
+        let dir = self.subdir(&volume, &path).await?;
         let quotas = self.quotas(&volume).await?;
         if quotas.iter().any(|q| q.path == path) {
             self.gluster
@@ -587,24 +657,26 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let volume = spec::volume_name("volume", &req.volume)?;
         let path = subdir_path("path", &req.path)?;
         log_rpc("SubdirExpand", &volume);
-        let _guard = self.locks.lock(&volume).await;
-        self.info(&volume).await?;
-        let quotas = self.quotas(&volume).await?;
-        let current = quotas.iter().find(|q| q.path == path).ok_or_else(|| {
+        let _guard = self.locks.lock(&subdir_lock(&volume, &path)).await;
+        self.quota_ready(&volume).await?;
+        let dir = self.subdir(&volume, &path).await?;
+        let current = match std::fs::symlink_metadata(&dir) {
+            Ok(_) => quota::read_limit(&dir)?,
+            Err(_) => None,
+        }
+        .ok_or_else(|| {
             AgentError::NotFound(format!("subdirectory {path} with a limit on {volume}"))
         })?;
-        if req.limit_bytes < current.hard_limit_bytes {
+        if req.limit_bytes < current {
             return Err(AgentError::Precondition(format!(
-                "{path} on {volume} has a limit of {} bytes; shrinking it to {} is not supported",
-                current.hard_limit_bytes, req.limit_bytes
+                "{path} on {volume} has a limit of {current} bytes; shrinking it to {} is not supported",
+                req.limit_bytes
             ))
             .into());
         }
-        if req.limit_bytes > current.hard_limit_bytes {
-            self.gluster
-                .quota_limit_usage(&volume, &path, req.limit_bytes)
-                .await
-                .map_err(AgentError::from)?;
+        if req.limit_bytes > current {
+            quota::write_limit(&dir, req.limit_bytes)?;
+            self.registrar.register(&volume, &path, req.limit_bytes);
         }
         Ok(Response::new(SubdirResponse {
             path,
@@ -615,6 +687,14 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
     async fn quota_list(&self, req: Request<VolumeRequest>) -> Reply<QuotaListResponse> {
         let name = spec::volume_name("name", &req.into_inner().name)?;
         self.info(&name).await?;
+        // Gluster's list is only complete once the limits set here are registered.
+        let left = self.registrar.flush(&name, Duration::from_secs(30)).await;
+        if left > 0 {
+            return Err(Status::unavailable(format!(
+                "{left} quota limits on {name} are enforced but glusterd has not taken them yet; \
+                 see the agent log and retry"
+            )));
+        }
         let entries = self.quotas(&name).await?;
         Ok(Response::new(QuotaListResponse {
             entries: entries.iter().map(convert::quota).collect(),

@@ -199,6 +199,67 @@ impl Mounter {
     }
 }
 
+/// The client pid glusterd gives its own quota mounts. Gluster lets only such internal clients
+/// set `trusted.glusterfs.quota.*` attributes; quota is not enforced on them.
+pub const QUOTA_CLIENT_PID: i32 = -5;
+
+impl Mounter {
+    /// Mounts a whole volume with the FUSE client run directly as an internal quota client,
+    /// so the caller may set directory limits through it. `mount.glusterfs` has no option for
+    /// the client pid, hence the direct start; it never serves workloads.
+    pub async fn mount_quota_client(
+        &self,
+        source: &MountSource,
+        target: &Path,
+        log_file: &Path,
+    ) -> Result<(), MountError> {
+        if source.subdir.is_some() {
+            return Err(invalid("subdir", "a quota client mounts the whole volume"));
+        }
+        let spec = source.spec()?;
+        let mut words = self.wrapper.clone();
+        words.push("glusterfs".into());
+        words.push(format!("--client-pid={QUOTA_CLIENT_PID}"));
+        words.extend(
+            source
+                .unique_servers()?
+                .iter()
+                .map(|s| format!("--volfile-server={s}")),
+        );
+        words.push(format!("--volfile-id={}", source.volume));
+        words.push(format!("--log-file={}", log_file.display()));
+        let mut cmd = Command::new(&words[0]);
+        cmd.args(&words[1..]).arg(target).stdin(Stdio::null());
+        tracing::info!(%spec, target = %target.display(), "mounting as quota client");
+        let out = cmd.output().await.map_err(MountError::Spawn)?;
+        // The client daemonises before the kernel mount exists; wait for it as
+        // mount.glusterfs does.
+        for _ in 0..100 {
+            if !out.status.success() {
+                break;
+            }
+            if is_mounted(target)? {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        Err(MountError::Mount {
+            source_spec: spec,
+            target: target.to_path_buf(),
+            message: if message.is_empty() {
+                format!(
+                    "glusterfs exited with {} and nothing is mounted",
+                    out.status
+                )
+            } else {
+                message
+            },
+            log_file: log_file.to_path_buf(),
+        })
+    }
+}
+
 /// Bind-mounts `source` on `target`, read-only if asked (a second remount step, as the
 /// kernel ignores MS_RDONLY on the first bind).
 pub fn bind(source: &Path, target: &Path, readonly: bool) -> Result<(), MountError> {

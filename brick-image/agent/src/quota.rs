@@ -1,0 +1,184 @@
+//! Subdirectory limits.
+//!
+//! A limit takes effect when the directory carries gluster's limit attribute: the quota
+//! translator on every brick enforces it and `df` on a subdirectory mount shows it. The agent
+//! sets that attribute itself, through its management mount (an internal quota client), which
+//! costs one setxattr. `gluster volume quota limit-usage` sets the same attribute but is a
+//! glusterd transaction across the pool, over 50 ms even on an idle machine; it is still run,
+//! in the background, so that glusterd's own list (`volume quota list`) knows every limit.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gk_gluster::{CommandRunner, Gluster};
+use tokio::sync::mpsc;
+
+use crate::locks::VolumeLocks;
+use crate::AgentError;
+
+/// The attribute a client sets; bricks store it under a versioned name.
+pub const LIMIT_XATTR: &str = "trusted.glusterfs.quota.limit-set";
+
+/// How long to wait before retrying a registration glusterd refused.
+const RETRY_DELAY: Duration = Duration::from_secs(5);
+
+/// The attribute's value: the hard limit and the soft limit percentage as big-endian i64,
+/// the soft limit -1 meaning "the volume's default", as glusterd writes it.
+pub fn encode_limit(hard_limit_bytes: u64) -> [u8; 16] {
+    let mut v = [0u8; 16];
+    v[..8].copy_from_slice(&(hard_limit_bytes as i64).to_be_bytes());
+    v[8..].copy_from_slice(&(-1i64).to_be_bytes());
+    v
+}
+
+/// The hard limit in a limit attribute; `None` for a value that is not one.
+pub fn decode_limit(value: &[u8]) -> Option<u64> {
+    let hard = i64::from_be_bytes(value.get(..8)?.try_into().ok()?);
+    (value.len() == 16 && hard > 0).then_some(hard as u64)
+}
+
+/// The hard limit set on `dir`, if any. `dir` must be on a quota-client mount: ordinary
+/// clients do not see the attribute.
+pub fn read_limit(dir: &Path) -> Result<Option<u64>, AgentError> {
+    let mut buf = [0u8; 64];
+    match rustix::fs::getxattr(dir, LIMIT_XATTR, &mut buf) {
+        Ok(n) => decode_limit(&buf[..n]).map(Some).ok_or_else(|| {
+            AgentError::Conflict(format!(
+                "{} carries a quota limit this agent cannot read ({n} bytes); \
+                 inspect it with `gluster volume quota list`",
+                dir.display()
+            ))
+        }),
+        Err(rustix::io::Errno::NODATA) => Ok(None),
+        Err(e) => Err(AgentError::Io {
+            what: format!("reading the quota limit of {}", dir.display()),
+            source: e.into(),
+        }),
+    }
+}
+
+/// Sets the hard limit on `dir`, effective at once on every brick that is up (self-heal
+/// copies it to the others).
+pub fn write_limit(dir: &Path, hard_limit_bytes: u64) -> Result<(), AgentError> {
+    rustix::fs::setxattr(
+        dir,
+        LIMIT_XATTR,
+        &encode_limit(hard_limit_bytes),
+        rustix::fs::XattrFlags::empty(),
+    )
+    .map_err(|e| AgentError::Io {
+        what: format!("setting the quota limit of {}", dir.display()),
+        source: e.into(),
+    })
+}
+
+type Key = (String, String);
+
+/// Registers limits with glusterd in the background, one transaction at a time, under the
+/// volume's lock so that it never races the agent's own gluster transactions on that volume.
+#[derive(Clone)]
+pub struct Registrar {
+    tx: mpsc::UnboundedSender<Key>,
+    /// The limit still to register per (volume, path); the newest request wins.
+    pending: Arc<Mutex<HashMap<Key, u64>>>,
+}
+
+impl Registrar {
+    pub fn start<R: CommandRunner + 'static>(gluster: Gluster<R>, locks: VolumeLocks) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Key>();
+        let pending: Arc<Mutex<HashMap<Key, u64>>> = Arc::default();
+        let this = Self {
+            tx: tx.clone(),
+            pending: pending.clone(),
+        };
+        let want = move |key: &Key| lock(&pending).get(key).copied();
+        let done = this.clone();
+        tokio::spawn(async move {
+            while let Some(key) = rx.recv().await {
+                if want(&key).is_none() {
+                    continue;
+                }
+                let _guard = locks.lock(&key.0).await;
+                // Cancelled or changed while waiting for the lock: the map has the truth.
+                let Some(limit) = want(&key) else { continue };
+                match gluster.quota_limit_usage(&key.0, &key.1, limit).await {
+                    Ok(()) => done.finish(&key, limit),
+                    Err(e) => {
+                        tracing::warn!(
+                            volume = %key.0, path = %key.1, error = %e,
+                            "glusterd did not take a quota limit that is already enforced; \
+                             retrying in {RETRY_DELAY:?}"
+                        );
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(RETRY_DELAY).await;
+                            let _ = tx.send(key);
+                        });
+                    }
+                }
+            }
+        });
+        this
+    }
+
+    /// Queues `path`'s limit for glusterd's list.
+    pub fn register(&self, volume: &str, path: &str, limit: u64) {
+        let key = (volume.to_string(), path.to_string());
+        lock(&self.pending).insert(key.clone(), limit);
+        let _ = self.tx.send(key);
+    }
+
+    /// Forgets a registration not yet made (the directory is being deleted).
+    pub fn cancel(&self, volume: &str, path: &str) {
+        lock(&self.pending).remove(&(volume.to_string(), path.to_string()));
+    }
+
+    fn finish(&self, key: &Key, limit: u64) {
+        let mut pending = lock(&self.pending);
+        if pending.get(key) == Some(&limit) {
+            pending.remove(key);
+        }
+    }
+
+    /// Registrations still queued for `volume`.
+    pub fn pending(&self, volume: &str) -> usize {
+        lock(&self.pending).keys().filter(|k| k.0 == volume).count()
+    }
+
+    /// Waits until every registration queued for `volume` is made, or `timeout` passes;
+    /// returns how many are still queued.
+    pub async fn flush(&self, volume: &str, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = self.pending(volume);
+            if left == 0 || Instant::now() >= deadline {
+                return left;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_round_trip_in_glusterd_layout() {
+        // What `limit-usage /d 1GB` left on a brick here: 1 GiB, soft limit -1.
+        let on_brick = [
+            0, 0, 0, 0, 0x40, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        ];
+        assert_eq!(encode_limit(1 << 30), on_brick);
+        assert_eq!(decode_limit(&on_brick), Some(1 << 30));
+        assert_eq!(decode_limit(&on_brick[..8]), None);
+        assert_eq!(decode_limit(&encode_limit(0)), None);
+        assert_eq!(decode_limit(&[0xff; 16]), None);
+    }
+}
