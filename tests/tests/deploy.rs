@@ -114,6 +114,23 @@ impl Drop for Cleanup {
                 "--ignore-not-found",
             ]);
         }
+        // Custom resources first: deleted, then stripped of finalizers, which no operator
+        // (ours is not running; another release's may be) can complete without brick agents.
+        // Once an object is being deleted nobody can add a finalizer back.
+        let kinds = "glustervolumes.glusterkube.dev,glusterclusters.glusterkube.dev";
+        let ns = ["-n", self.namespace.as_str()];
+        let _ = self
+            .cp
+            .kubectl(&[&ns[..], &["delete", kinds, "--all", "--wait=false"]].concat());
+        let left = self
+            .cp
+            .kubectl(&[&ns[..], &["get", kinds, "-o", "name"]].concat())
+            .unwrap_or_default();
+        let no_finalizers = r#"{"metadata":{"finalizers":null}}"#;
+        for object in left.lines() {
+            let patch = ["patch", object, "--type=merge", "-p", no_finalizers];
+            let _ = self.cp.kubectl(&[&ns[..], &patch[..]].concat());
+        }
         let _ = self.cp.kubectl(&[
             "delete",
             "namespace",
@@ -953,7 +970,7 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
     let full = fullname(release);
     use gk_operator::controller::{Config, Context, MANAGER};
     use gk_operator::crd::{GlusterCluster, GlusterVolume};
-    use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+    use kube::api::{Api, ListParams, PostParams};
     use kube::runtime::events::{Recorder, Reporter};
 
     let admin = cp.client().await.unwrap();
@@ -1116,23 +1133,7 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
     );
     no(&format!("{full}-csi-controller"), "list", "secrets");
 
-    // Leave nothing: the finalizer has no operator to remove it here.
-    volumes
-        .patch(
-            "pool",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
-    clusters
-        .patch(
-            "gluster",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    // The Cleanup guard deletes the custom resources and their finalizers.
 }
 
 /// Objects of every cluster-scoped kind that carry the release's instance label.
