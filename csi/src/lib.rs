@@ -7,4 +7,5 @@ pub use gk_mount as mount;
 pub mod kube_pools;
 pub mod params;
 pub mod server;
+pub mod sidecars;
 pub mod state;

@@ -13,9 +13,12 @@
 # Why three nodes: the operator places the bricks of a replica set on distinct nodes (that is
 # what makes them survive a node loss), so a 3-brick replica volume needs three nodes. They
 # are three kubelets with their own containerd, cgroup root, root directory and node address.
-# Nodes 2.. carry a taint (glusterkube.dev/storage-only) so that only brick pods, which
+# Every node carries the taint glusterkube.dev/local-node:NoSchedule, so only pods that opt in
+# run here: the control plane is shared with other tests, whose pods expect no kubelet. Nodes
+# 2.. also carry glusterkube.dev/storage-only:NoSchedule, so that only brick pods, which
 # tolerate it, run there: the CSI node plugin's DaemonSet mounts the standard kubelet
-# directory /var/lib/kubelet, which is node 1's.
+# directory /var/lib/kubelet, which is node 1's, and listens on the host network. `stop`
+# deletes the Node objects, leaving the control plane as it was without nodes.
 #
 # Network: a bridge gk0 with 10.214.0.1/16 on the host. Node N's address is 10.214.0.1N (the
 # kubelet listens there) and its pods get 10.214.N.2-254. Services are 10.96.0.0/16, as the
@@ -38,8 +41,13 @@ nodes=${GK_NODES:-3}
 run="$GK_RUN/node"
 state="$run"
 logs="$run/logs"
-# Persistent node state (images, pod volumes) lives on disk, not under /run.
+# Node state (pod volumes, logs, brick directories) lives on disk, not under /run.
 data=${GK_NODE_DATA:-/var/lib/glusterkube-node}
+# containerd's images and container layers live in memory: three nodes on one machine would
+# hold three copies of every image, and this machine's disk is shared and nearly full.
+# `images.sh import` puts them back after a reboot in seconds.
+images_fs="$data/containerd"
+images_fs_size=${GK_NODE_IMAGES_SIZE:-4g}
 bridge=gk0
 gateway=10.214.0.1
 pod_cidr=10.214.0.0/16
@@ -47,6 +55,7 @@ service_cidr=10.96.0.0/16
 cluster_dns=$gateway
 coredns_version=${GK_COREDNS_VERSION:-v1.14.7}
 storage_taint=glusterkube.dev/storage-only
+node_taint=glusterkube.dev/local-node
 export PATH="$bindir:$GK_CACHE/bin:$PATH"
 kc() { kubectl --kubeconfig "$k8s_state/admin.kubeconfig" "$@"; }
 
@@ -82,6 +91,13 @@ wait_for() {
     sleep 0.5
   done
   gk_die "$what did not become ready; see $logs"
+}
+
+# write_if_changed FILE: stdin into FILE, leaving FILE untouched when the content is the same.
+write_if_changed() {
+  local f=$1 tmp; tmp=$(mktemp "$f.XXXXXX")
+  cat > "$tmp"
+  if cmp -s "$tmp" "$f"; then rm -f "$tmp"; else mv "$tmp" "$f"; fi
 }
 
 coredns_bin() { echo "$GK_CACHE/bin/coredns-$coredns_version"; }
@@ -174,7 +190,7 @@ YAML
 
 containerd_config() {
   local n=$1 name; name=$(node_name "$n")
-  local dir="$run/$name" root="$data/$name/containerd"
+  local dir="$run/$name" root="$images_fs/$name"
   mkdir -p "$dir/cni/net.d" "$dir/cni/ipam" "$root"
   cat > "$dir/cni/net.d/10-gk.conflist" <<JSON
 {
@@ -217,6 +233,10 @@ state = "$dir/state"
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   netns_mounts_under_state_dir = true
+  # This machine's bounding set lacks CAP_SYS_RESOURCE, so no process may lower an OOM score
+  # below its own: the kubelet's -998 for sandboxes fails in runc with "failed to update
+  # /proc/self/oom_score_adj: Permission denied". Clamp scores to containerd's own instead.
+  restrict_oom_score_adj = true
   enable_selinux = false
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
@@ -239,8 +259,8 @@ kubelet_config() {
   local n=$1 name; name=$(node_name "$n")
   local dir="$run/$name"
   : > "$dir/resolv.conf"
-  local taints=""
-  [ "$n" = 1 ] || taints="registerWithTaints: [{key: $storage_taint, value: \"true\", effect: NoSchedule}]"
+  local taints="{key: $node_taint, value: \"true\", effect: NoSchedule}"
+  [ "$n" = 1 ] || taints+=", {key: $storage_taint, value: \"true\", effect: NoSchedule}"
   cat > "$dir/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -270,8 +290,8 @@ serializeImagePulls: false
 # Images are imported, never pulled; keep them even when the disk is fuller than 85 %.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: 200Mi, nodefs.available: 1%, nodefs.inodesFree: 1%, imagefs.available: 1%}
-$taints
+evictionHard: {memory.available: 200Mi, nodefs.available: 100Mi, nodefs.inodesFree: 1%, imagefs.available: 100Mi}
+registerWithTaints: [$taints]
 YAML
 }
 
@@ -302,7 +322,8 @@ start() {
   bash "$here/k8s.sh" build-node
   build_coredns
   bash "$here/k8s.sh" start
-  mkdir -p "$run" "$logs" "$data"
+  mkdir -p "$run" "$logs" "$data" "$images_fs"
+  mountpoint -q "$images_fs" || mount -t tmpfs -o "size=$images_fs_size,mode=0700" gk-node-images "$images_fs"
   pki_setup
   network_up
   cluster_objects
@@ -347,7 +368,8 @@ CORE
       --node-ip "$(node_ip "$n")" --root-dir "$(kubelet_dir "$n")" --cert-dir "$run/$name/kubelet-pki" -v=1
   done
 
-  cat > "$run/kube-proxy.yaml" <<YAML
+  # kube-proxy exits when its configuration file changes, so a running one keeps its file.
+  write_if_changed "$run/kube-proxy.yaml" <<YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -420,6 +442,7 @@ stop() {
   stop_one coredns
   stop_one apiserver-relay
   network_down
+  kc delete node $(for n in $(seq "$nodes"); do node_name "$n"; done) --ignore-not-found >/dev/null 2>&1 || true
 }
 
 clean() {
@@ -431,8 +454,8 @@ clean() {
     unmount_under "$data/$(node_name "$n")"
     rmdir "/sys/fs/cgroup/"*"/$(node_name "$n")" 2>/dev/null || true
   done
+  unmount_under "$images_fs"
   rm -rf "$run" "$data" /var/lib/kubelet
-  kc delete node $(for n in $(seq "$nodes"); do node_name "$n"; done) --ignore-not-found >/dev/null 2>&1 || true
 }
 
 status() {
