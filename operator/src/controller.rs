@@ -19,6 +19,12 @@ use crate::Error;
 
 pub const MANAGER: &str = "glusterkube-operator";
 
+/// Label that assigns a GlusterCluster or GlusterVolume to one operator instance. An operator
+/// started with an instance name reconciles only objects carrying it; one started without
+/// reconciles only objects without the label. Two operators sharing an apiserver (a test next
+/// to a deployed one, or a canary) then never fight over the same objects.
+pub const INSTANCE_LABEL: &str = "glusterkube.dev/operator-instance";
+
 /// Settings of one operator process.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -33,6 +39,18 @@ pub struct Config {
     /// How long a restarted brick pod may take to serve again, with every brick online and
     /// nothing left to heal, before the rollout stops with a Degraded condition.
     pub rollout_timeout: Duration,
+    /// This operator's instance name (see [`INSTANCE_LABEL`]).
+    pub instance: Option<String>,
+}
+
+impl Config {
+    /// The label selector of the objects this operator reconciles.
+    pub fn selector(&self) -> String {
+        match &self.instance {
+            Some(i) => format!("{INSTANCE_LABEL}={i}"),
+            None => format!("!{INSTANCE_LABEL}"),
+        }
+    }
 }
 
 impl Default for Config {
@@ -43,6 +61,7 @@ impl Default for Config {
             refresh: Duration::from_secs(30),
             csi_driver: "gluster.glusterkube.dev".into(),
             rollout_timeout: Duration::from_secs(900),
+            instance: None,
         }
     }
 }
@@ -68,8 +87,9 @@ pub async fn run(
         metrics,
     });
     let shutdown = futures::future::FutureExt::shared(Box::pin(shutdown));
+    let selector = ctx.config.selector();
     let clusters = Api::<GlusterCluster>::all(client.clone());
-    let cluster_ctrl = Controller::new(clusters, watcher::Config::default())
+    let cluster_ctrl = Controller::new(clusters, watcher::Config::default().labels(&selector))
         .owns(
             Api::<StatefulSet>::all(client.clone()),
             watcher::Config::default(),
@@ -101,7 +121,7 @@ pub async fn run(
     let volumes = Api::<GlusterVolume>::all(client.clone());
     let ctx_for_pvs = ctx.clone();
     let shutdown_for_pvs = shutdown.clone();
-    let volume_ctrl = Controller::new(volumes, watcher::Config::default())
+    let volume_ctrl = Controller::new(volumes, watcher::Config::default().labels(&selector))
         .graceful_shutdown_on(shutdown)
         .run(crate::volume::reconcile, error_policy, ctx)
         .for_each(|r| async move {
@@ -163,5 +183,26 @@ fn error_policy<K>(_: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
             tracing::warn!(%error, "reconcile failed; retrying");
             Action::requeue(Duration::from_secs(10))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instances_select_disjoint_objects() {
+        assert_eq!(
+            Config::default().selector(),
+            "!glusterkube.dev/operator-instance"
+        );
+        let canary = Config {
+            instance: Some("canary".into()),
+            ..Config::default()
+        };
+        assert_eq!(
+            canary.selector(),
+            "glusterkube.dev/operator-instance=canary"
+        );
     }
 }

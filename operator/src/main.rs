@@ -26,6 +26,10 @@ struct Cli {
     /// rolling restart stops.
     #[arg(long, env = "GK_ROLLOUT_TIMEOUT_SECONDS", default_value_t = 900)]
     rollout_timeout_seconds: u64,
+    /// Reconcile only GlusterClusters and GlusterVolumes labelled
+    /// glusterkube.dev/operator-instance=<this>; without it, only those without the label.
+    #[arg(long, env = "GK_OPERATOR_INSTANCE")]
+    instance: Option<String>,
 }
 
 #[tokio::main]
@@ -44,6 +48,7 @@ async fn main() -> anyhow::Result<()> {
     let mut config = Config {
         refresh: Duration::from_secs(cli.refresh_seconds),
         rollout_timeout: Duration::from_secs(cli.rollout_timeout_seconds),
+        instance: cli.instance,
         ..Config::default()
     };
     if let Some(image) = cli.brick_image {

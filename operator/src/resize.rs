@@ -290,7 +290,9 @@ async fn replace(
     Ok(!pairs.is_empty())
 }
 
-fn totals(r: &RebalanceStatusResponse) -> (i64, i64, i64, i64, String) {
+/// Sums over nodes and gluster's words per node; gluster calls the node it asked `localhost`,
+/// shown here by its pool address.
+fn totals(r: &RebalanceStatusResponse, local: &str) -> (i64, i64, i64, i64, String) {
     let sum =
         |f: fn(&gk_agent::proto::RebalanceNode) -> u64| r.nodes.iter().map(f).sum::<u64>() as i64;
     let per_node = r
@@ -299,7 +301,15 @@ fn totals(r: &RebalanceStatusResponse) -> (i64, i64, i64, i64, String) {
         .map(|n| {
             format!(
                 "{}: {} ({} files, {} failures, {} skipped)",
-                n.host, n.status, n.files, n.failures, n.skipped
+                if n.host == "localhost" {
+                    local
+                } else {
+                    &n.host
+                },
+                n.status,
+                n.files,
+                n.failures,
+                n.skipped
             )
         })
         .collect::<Vec<_>>()
@@ -314,8 +324,8 @@ fn totals(r: &RebalanceStatusResponse) -> (i64, i64, i64, i64, String) {
 }
 
 /// Copies gluster's progress into `r` and says what to do next.
-fn progress(r: &mut ResizeStatus, st: &RebalanceStatusResponse) -> Migration {
-    let (files, bytes, failures, skipped, per_node) = totals(st);
+fn progress(r: &mut ResizeStatus, st: &RebalanceStatusResponse, local: &str) -> Migration {
+    let (files, bytes, failures, skipped, per_node) = totals(st, local);
     r.files_moved = files;
     r.bytes_moved = bytes;
     r.failures = failures;
@@ -483,7 +493,7 @@ async fn resize(
 async fn rebalance(anchor: &mut NodeAgent, name: &str, r: &mut ResizeStatus) -> Result<(), Error> {
     let req = || VolumeRequest { name: name.into() };
     let mut st = not_started(anchor.client.rebalance_status(req()).await, &anchor.node)?;
-    if progress(r, &st) == Migration::Start {
+    if progress(r, &st, &anchor.address) == Migration::Start {
         tracing::info!(volume = %name, "starting rebalance");
         st = anchor
             .client
@@ -492,7 +502,7 @@ async fn rebalance(anchor: &mut NodeAgent, name: &str, r: &mut ResizeStatus) -> 
             .map_err(|s| Error::agent(&anchor.node, s))?
             .into_inner();
     }
-    r.phase = match progress(r, &st) {
+    r.phase = match progress(r, &st, &anchor.address) {
         Migration::Start => MigrationPhase::Pending,
         Migration::Running => MigrationPhase::InProgress,
         Migration::Done => MigrationPhase::Completed,
@@ -564,7 +574,7 @@ async fn shrink(
         anchor.client.remove_brick_status(req.clone()).await,
         &anchor.node,
     )?;
-    match progress(r, &st) {
+    match progress(r, &st, &anchor.address) {
         Migration::Start => {
             if let Err(why) = bricks_safe(anchor, vol).await? {
                 r.phase = MigrationPhase::Pending;
@@ -587,7 +597,7 @@ async fn shrink(
             tracing::info!(volume = %name, bricks = ?r.bricks, "starting remove-brick");
             match anchor.client.remove_brick_start(req).await {
                 Ok(st) => {
-                    progress(r, &st.into_inner());
+                    progress(r, &st.into_inner(), &anchor.address);
                     r.phase = MigrationPhase::InProgress;
                 }
                 Err(s) if s.code() == Code::FailedPrecondition => {
@@ -703,6 +713,33 @@ mod tests {
         assert_eq!(
             conditions(&status(ResizeOperation::Expand, MigrationPhase::Completed)),
             (None, None)
+        );
+    }
+
+    #[test]
+    fn progress_sums_nodes_and_names_the_local_one() {
+        let node = |host: &str, files, failures| gk_agent::proto::RebalanceNode {
+            host: host.into(),
+            files,
+            size_bytes: files * 10,
+            failures,
+            status: "completed".into(),
+            ..Default::default()
+        };
+        let st = RebalanceStatusResponse {
+            status: "completed".into(),
+            nodes: vec![node("localhost", 3, 0), node("10.0.0.2", 4, 1)],
+        };
+        let mut r = status(ResizeOperation::Expand, MigrationPhase::InProgress)
+            .resize
+            .unwrap();
+        let verdict = progress(&mut r, &st, "10.0.0.1");
+        assert!(matches!(verdict, Migration::Failed(_)), "{verdict:?}");
+        assert_eq!((r.files_moved, r.bytes_moved, r.failures), (7, 70, 1));
+        let msg = r.message.unwrap();
+        assert!(
+            msg.contains("10.0.0.1: completed (3 files") && !msg.contains("localhost"),
+            "{msg}"
         );
     }
 

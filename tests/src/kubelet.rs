@@ -188,7 +188,27 @@ async fn serve_pods(
         });
     }
     for (&index, pod) in &current {
+        let ready = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
         if dead.contains(&index) {
+            // As the node lifecycle controller does for pods on a node that stopped
+            // reporting: the pod keeps its address but is no longer ready.
+            if ready {
+                let status = json!({"status": {"conditions": [
+                    {"type": "Ready", "status": "False", "reason": "NodeDied"},
+                    {"type": "ContainersReady", "status": "False", "reason": "NodeDied"},
+                ]}});
+                pods.patch_status(
+                    &pod.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&status),
+                )
+                .await
+                .map_err(|e| EnvError::Setup(e.to_string()))?;
+            }
             continue;
         }
         if pod.metadata.deletion_timestamp.is_some() {
@@ -220,7 +240,7 @@ async fn serve_pods(
             .as_ref()
             .and_then(|s| s.pod_ip.as_ref())
             .is_some();
-        if !has_ip && running.contains_key(&index) {
+        if (!has_ip || !ready) && running.contains_key(&index) {
             let ip = pod_ip(index);
             let status = json!({"status": {
                 "phase": "Running",
