@@ -148,7 +148,8 @@ start() {
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 --endpoint-reconciler-type=none \
     --authorization-mode=Node,RBAC --allow-privileged=true \
-    --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" --kubelet-client-key="$pki/apiserver-kubelet-client.key"
+    --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" --kubelet-client-key="$pki/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP,Hostname
   wait_for kube-apiserver 240 "$bindir/kubectl" --kubeconfig "$state/admin.kubeconfig" get --raw=/readyz
 
   launch kube-controller-manager "$bindir/kube-controller-manager" \
