@@ -174,8 +174,12 @@ pub fn build_statefulset(
             {"name": "agent", "containerPort": agents::AGENT_PORT},
         ],
         "volumeMounts": mounts,
-        // trusted.* xattrs (gluster's metadata), XFS and FUSE mounts need CAP_SYS_ADMIN.
-        "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}, "allowPrivilegeEscalation": true},
+        // trusted.* xattrs (gluster's metadata), XFS and FUSE mounts need CAP_SYS_ADMIN, and
+        // the agent's FUSE mounts need /dev/fuse, which the container's device cgroup refuses
+        // ("cannot open /dev/fuse (Operation not permitted)", seen under a real kubelet) even
+        // when it is mounted as a hostPath: Kubernetes grants devices only to privileged
+        // containers.
+        "securityContext": {"privileged": true, "capabilities": {"add": ["SYS_ADMIN"]}, "allowPrivilegeEscalation": true},
         "readinessProbe": {"tcpSocket": {"port": 24007}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": 24007}, "periodSeconds": 10, "failureThreshold": 6},
     });
@@ -448,6 +452,16 @@ where
 
 pub const FINALIZER: &str = "glusterkube.dev/gluster-cluster";
 
+/// Whether glusterd's name for a peer is the agent's address: the same name, or that name
+/// completed with the cluster's DNS domain. glusterd names a peer that probed it by the reverse
+/// lookup of its address, which cluster DNS answers fully qualified
+/// (`<pod>.<cluster>-bricks.<ns>.svc.cluster.local`).
+pub fn same_host(peer_hostname: &str, address: &str) -> bool {
+    peer_hostname
+        .strip_prefix(address)
+        .is_some_and(|rest| rest.is_empty() || (rest.starts_with('.') && address.contains('.')))
+}
+
 pub async fn reconcile(gc: Arc<GlusterCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let timer = ctx.metrics.reconcile_started("GlusterCluster");
     let api: Api<GlusterCluster> =
@@ -532,7 +546,29 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
     }
 
     let (mut up, down) = agents(ctx, gc, &creds).await?;
-    // Form the pool from the first node that answers: probe every other node it does not know.
+    // Form the pool from the node that already has the most peers (the first one in spec order
+    // on a tie): a node that answered late joins the pool formed without it, instead of being
+    // asked to probe nodes that are already in a pool, which glusterd refuses ("already part of
+    // another cluster").
+    if up.len() > 1 {
+        let mut best = (0, 0);
+        for (i, a) in up.iter_mut().enumerate() {
+            let peers = a
+                .client
+                .peer_status(gk_agent::proto::PeerStatusRequest {})
+                .await
+                .map_err(|s| Error::agent(&a.node, s))?
+                .into_inner()
+                .peers
+                .len();
+            if peers > best.1 {
+                best = (i, peers);
+            }
+        }
+        let anchor = up.remove(best.0);
+        up.insert(0, anchor);
+    }
+    // Probe every other node the anchor does not know.
     if let Some((anchor, rest)) = up.split_first_mut() {
         let known = anchor
             .client
@@ -543,7 +579,7 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
             .peers;
         let mut probed = false;
         for other in rest.iter() {
-            if !known.iter().any(|p| p.hostname == other.address) {
+            if !known.iter().any(|p| same_host(&p.hostname, &other.address)) {
                 tracing::info!(node = %other.node, address = %other.address, "probing peer");
                 anchor
                     .client
@@ -573,7 +609,9 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            let seen = anchor_peers.iter().find(|p| p.hostname == a.address);
+            let seen = anchor_peers
+                .iter()
+                .find(|p| same_host(&p.hostname, &a.address));
             PeerStatus {
                 node: a.node.clone(),
                 address: a.address.clone(),
@@ -959,6 +997,19 @@ mod tests {
     }
 
     #[test]
+    fn peers_match_by_name_or_its_fully_qualified_form() {
+        let a = "demo-gk-node-2-0.demo-bricks.gk-demo.svc";
+        assert!(same_host(a, a));
+        assert!(same_host(&format!("{a}.cluster.local"), a));
+        assert!(!same_host("demo-gk-node-2-0.demo-bricks.gk-demo.svcx", a));
+        assert!(!same_host(
+            "demo-gk-node-20.demo-bricks.gk-demo.svc",
+            "demo-gk-node-2"
+        ));
+        assert!(!same_host("10.214.2.2", a));
+    }
+
+    #[test]
     fn statefulset_names_are_dns_labels_and_distinct() {
         assert_eq!(statefulset_name("pool", "node-a"), "pool-node-a");
         let dotted = statefulset_name("pool", "node.b");
@@ -984,6 +1035,7 @@ mod tests {
             "node-a"
         );
         assert_eq!(pod["containers"][0]["image"], "img:1");
+        assert_eq!(pod["containers"][0]["securityContext"]["privileged"], true);
         let vols = pod["volumes"].as_array().unwrap();
         assert!(vols.iter().any(|v| v["hostPath"]["path"] == "/srv/g"));
         assert_eq!(v["metadata"]["ownerReferences"][0]["uid"], "u1");
