@@ -21,4 +21,7 @@ bash tests/env/k8s.sh start
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-cargo test --workspace
+# The end-to-end test (tests/tests/e2e.rs) runs these images on real nodes; cargo cannot build
+# them from inside `cargo test`, so they are built (or found cached) here.
+bash tests/env/images.sh build
+GK_IMAGES_BUILT=1 cargo test --workspace

@@ -175,7 +175,18 @@ pause_binary() {
   echo "$bin"
 }
 
+# With GK_IMAGES_BUILT=1 nothing is built, only checked: tests/run.sh builds the images before
+# `cargo test`, since cargo inside a running `cargo test` would wait for its lock forever.
+check_built() {
+  local n
+  for n in "${images[@]}"; do
+    [ -f "$out/$n.manifest" ] && [ -f "$layout/blobs/sha256/$(cut -d' ' -f1 "$out/$n.manifest")" ] \
+      || gk_die "image $n is not built; run tests/env/images.sh build first"
+  done
+}
+
 build() {
+  if [ "${GK_IMAGES_BUILT:-}" = 1 ]; then check_built; return; fi
   mkdir -p "$out/tmp" "$layout/blobs/sha256"
   local base; base=$(debian_layer)
   cargo_bins

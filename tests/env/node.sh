@@ -69,7 +69,9 @@ running() { local f; f=$(pidfile "$1"); [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/
 launch() {
   local name=$1; shift
   running "$name" && return 0
-  "$@" >"$logs/$name.log" 2>&1 &
+  # A session of its own: a signal to the caller's process group (Ctrl-C in the demo, a
+  # `timeout` around it) must not take the node down with it.
+  setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
   echo $! > "$(pidfile "$name")"
 }
 stop_one() {
