@@ -146,6 +146,34 @@ async fn main() {
     }
     republish.sort();
 
+    // The limit is enforced on the mount (df shows it) as soon as CreateVolume returns.
+    let fs = nix::sys::statvfs::statvfs(&staging).expect("statvfs on the staged volume");
+    let shown = fs.blocks() * fs.fragment_size();
+    assert_eq!(
+        shown,
+        1 << 30,
+        "df on a new PV shows {shown} bytes, not its 1 GiB limit"
+    );
+
+    // glusterd's own quota list catches up in the background; time until it has every PV.
+    let t = Instant::now();
+    let mut agent = agents.client(0).await.expect("agent client");
+    let want = creates + pvs + 1;
+    let listed = loop {
+        match agent
+            .quota_list(gk_agent::proto::VolumeRequest {
+                name: "pool".into(),
+            })
+            .await
+        {
+            Ok(r) => break r.into_inner().entries.len(),
+            Err(s) if s.code() == tonic::Code::Unavailable => continue,
+            Err(s) => panic!("quota list: {}", s.message()),
+        }
+    };
+    assert_eq!(listed, want, "glusterd lists {listed} limits, not {want}");
+    let registered = t.elapsed();
+
     println!("| measure | result | target |");
     println!("|---|---|---|");
     println!(
@@ -167,5 +195,9 @@ async fn main() {
     println!(
         "| re-publish of a staged volume, p50 (20) | {} | ≤ 50 ms |",
         ms(percentile(&republish, 0.5))
+    );
+    println!(
+        "| after the last create, until glusterd's quota list has all {want} | {:.1} s | |",
+        registered.as_secs_f64()
     );
 }
