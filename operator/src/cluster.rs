@@ -862,8 +862,19 @@ async fn rollout(
             None
         }
         crate::plan::RolloutStep::Restart(pod) => {
-            match pods.evict(&pod, &Default::default()).await {
-                Ok(_) => {
+            // kube's client retries a 429 (the PDB refusing) for minutes; a refusal here is
+            // just "not yet", so the reconcile does not wait on it.
+            let evicted = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                pods.evict(&pod, &Default::default()),
+            )
+            .await;
+            match evicted {
+                Err(_) => Some(format!(
+                    "the eviction of {pod} was not granted within 10s (a PodDisruptionBudget \
+                     refuses it while another brick pod is down)"
+                )),
+                Ok(Ok(_)) => {
                     tracing::info!(%pod, "restarting brick pod for its new template");
                     let ev = Event {
                         type_: EventType::Normal,
@@ -884,11 +895,11 @@ async fn rollout(
                         "restarted brick pod {pod}; waiting for it to serve"
                     ))
                 }
-                Err(kube::Error::Api(e)) if e.code == 429 => Some(format!(
+                Ok(Err(kube::Error::Api(e))) if e.code == 429 => Some(format!(
                     "the PodDisruptionBudget does not allow restarting {pod} yet: {}",
                     e.message
                 )),
-                Err(e) => return Err(e.into()),
+                Ok(Err(e)) => return Err(e.into()),
             }
         }
         crate::plan::RolloutStep::Wait(why) => {
