@@ -370,6 +370,17 @@ pub struct NodeAgent {
     pub client: BrickAgentClient<Channel>,
 }
 
+impl NodeAgent {
+    /// Where bricks can be placed on this node.
+    pub fn slot(&self) -> crate::plan::NodeSlot {
+        crate::plan::NodeSlot {
+            node: self.node.clone(),
+            address: self.address.clone(),
+            brick_root: self.brick_root.clone(),
+        }
+    }
+}
+
 /// The cluster's brick agents that answer, in spec order, and the nodes that do not (with why).
 pub async fn agents(
     ctx: &Context,

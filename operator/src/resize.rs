@@ -224,17 +224,7 @@ async fn replace(
             ));
             continue;
         };
-        map.insert(
-            old,
-            (
-                r.node.clone(),
-                NodeSlot {
-                    node: slot.node.clone(),
-                    address: slot.address.clone(),
-                    brick_root: slot.brick_root.clone(),
-                },
-            ),
-        );
+        map.insert(old, (r.node.clone(), slot.slot()));
     }
     if map.is_empty() {
         return Ok(false);
@@ -344,6 +334,20 @@ fn progress(r: &mut ResizeStatus, st: &RebalanceStatusResponse, local: &str) -> 
     verdict
 }
 
+/// A resize decided and not started yet.
+fn pending(operation: ResizeOperation, bricks: &[Brick]) -> ResizeStatus {
+    ResizeStatus {
+        operation,
+        phase: MigrationPhase::Pending,
+        bricks: bricks.iter().map(|b| b.to_string()).collect(),
+        files_moved: 0,
+        bytes_moved: 0,
+        failures: 0,
+        skipped: 0,
+        message: None,
+    }
+}
+
 fn in_flight(r: &Option<ResizeStatus>, op: ResizeOperation) -> bool {
     r.as_ref().is_some_and(|r| {
         r.operation == op
@@ -364,14 +368,7 @@ async fn resize(
 ) -> Result<(), Error> {
     let spec_changed = keep.observed_generation != gv.metadata.generation;
     let existing = parse_bricks(&vol.bricks);
-    let slots: Vec<NodeSlot> = agents
-        .iter()
-        .map(|a| NodeSlot {
-            node: a.node.clone(),
-            address: a.address.clone(),
-            brick_root: a.brick_root.clone(),
-        })
-        .collect();
+    let slots: Vec<NodeSlot> = agents.iter().map(NodeAgent::slot).collect();
     // A shrink under way is finished first, whatever the spec says meanwhile.
     let planned = if in_flight(&out.resize, ResizeOperation::Shrink) {
         Resize::Shrink(parse_bricks(
@@ -410,16 +407,7 @@ async fn resize(
             if same_refused {
                 return Ok(());
             }
-            let mut r = ResizeStatus {
-                operation: ResizeOperation::Expand,
-                phase: MigrationPhase::Pending,
-                bricks: bricks.iter().map(|b| b.to_string()).collect(),
-                files_moved: 0,
-                bytes_moved: 0,
-                failures: 0,
-                skipped: 0,
-                message: None,
-            };
+            let mut r = pending(ResizeOperation::Expand, &bricks);
             if let Err(why) = bricks_safe(anchor, vol).await? {
                 r.message = Some(format!("waiting before adding bricks: {why}"));
                 out.resize = Some(r);
@@ -473,16 +461,7 @@ async fn resize(
                 .resize
                 .clone()
                 .filter(|_| in_flight(&out.resize, ResizeOperation::Shrink))
-                .unwrap_or(ResizeStatus {
-                    operation: ResizeOperation::Shrink,
-                    phase: MigrationPhase::Pending,
-                    bricks: bricks.iter().map(|b| b.to_string()).collect(),
-                    files_moved: 0,
-                    bytes_moved: 0,
-                    failures: 0,
-                    skipped: 0,
-                    message: None,
-                });
+                .unwrap_or_else(|| pending(ResizeOperation::Shrink, &bricks));
             shrink(ctx, gv, anchor, vol, &mut r, &mut out.retired).await?;
             out.resize = Some(r);
         }

@@ -124,14 +124,7 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
             set_status(ctx, gv, keep, &waiting("WaitingForNodes", msg.clone())).await?;
             return Err(Error::NotReady(msg));
         }
-        let slots: Vec<NodeSlot> = agents
-            .iter()
-            .map(|a| NodeSlot {
-                node: a.node.clone(),
-                address: a.address.clone(),
-                brick_root: a.brick_root.clone(),
-            })
-            .collect();
+        let slots: Vec<NodeSlot> = agents.iter().map(NodeAgent::slot).collect();
         let planned = match plan::bricks(&gv.spec, &name, &slots) {
             Ok(b) => b,
             Err(e) => {
