@@ -174,7 +174,7 @@ impl Pool {
     pub async fn dirs(&mut self, pool: &ObjectKey) -> Result<Vec<(String, u64)>, Status> {
         let list = self
             .agent
-            .quota_list(VolumeRequest {
+            .subdir_list(VolumeRequest {
                 name: self.volume.clone(),
             })
             .await
@@ -211,7 +211,7 @@ impl Pool {
             .unwrap_or(0);
         let quotas = self
             .agent
-            .quota_list(VolumeRequest {
+            .subdir_list(VolumeRequest {
                 name: self.volume.clone(),
             })
             .await

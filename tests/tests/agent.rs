@@ -528,6 +528,22 @@ async fn quota_subdirectory(c: &mut Client, net: &GlusterNet) {
         entry.used_bytes > 0 && entry.hard_limit_bytes == LIMIT,
         "{entry:?}"
     );
+    // The agent's own listing reads the same limit and usage from the directory.
+    let own = c
+        .subdir_list(VolumeRequest { name: "r3".into() })
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    let mine = own
+        .iter()
+        .find(|q| q.path == "/pvc-a")
+        .expect("subdir entry");
+    assert_eq!(mine.hard_limit_bytes, LIMIT, "{mine:?}");
+    assert!(
+        mine.used_bytes >= written && mine.hard_limit_exceeded,
+        "{mine:?} after writing {written} bytes"
+    );
 
     // Online expansion: the mounted directory grows, and writing goes on.
     c.subdir_expand(SubdirCreateRequest {

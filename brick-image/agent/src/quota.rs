@@ -20,6 +20,10 @@ use crate::AgentError;
 
 /// The attribute a client sets; bricks store it under a versioned name.
 pub const LIMIT_XATTR: &str = "trusted.glusterfs.quota.limit-set";
+/// The bytes used below a directory, summed over the bricks, as quota clients read it.
+pub const SIZE_XATTR: &str = "trusted.glusterfs.quota.size";
+/// Gluster's default soft limit, in percent of the hard limit.
+const DEFAULT_SOFT_LIMIT_PERCENT: u64 = 80;
 
 /// How long to wait before retrying a registration glusterd refused.
 const RETRY_DELAY: Duration = Duration::from_secs(5);
@@ -57,6 +61,67 @@ pub fn read_limit(dir: &Path) -> Result<Option<u64>, AgentError> {
             source: e.into(),
         }),
     }
+}
+
+/// Bytes used below `dir` as quota accounts them (0 before anything was written).
+pub fn read_used(dir: &Path) -> Result<u64, AgentError> {
+    let mut buf = [0u8; 64];
+    match rustix::fs::getxattr(dir, SIZE_XATTR, &mut buf) {
+        // Newer bricks add file and directory counts after the size.
+        Ok(n) if n >= 8 => {
+            Ok(i64::from_be_bytes(buf[..8].try_into().expect("8 bytes")).max(0) as u64)
+        }
+        Ok(_) | Err(rustix::io::Errno::NODATA) => Ok(0),
+        Err(e) => Err(AgentError::Io {
+            what: format!("reading the quota usage of {}", dir.display()),
+            source: e.into(),
+        }),
+    }
+}
+
+/// A directory with a limit, as [`list_top_level`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limited {
+    /// Absolute inside the volume, as gluster names quota paths.
+    pub path: String,
+    pub limit_bytes: u64,
+    pub used_bytes: u64,
+}
+
+impl Limited {
+    pub fn soft_limit_exceeded(&self) -> bool {
+        self.used_bytes.saturating_mul(100) >= self.limit_bytes * DEFAULT_SOFT_LIMIT_PERCENT
+    }
+}
+
+/// Top-level directories under `root` (a quota-client mount) that carry a limit. Blocking.
+pub fn list_top_level(root: &Path) -> Result<Vec<Limited>, AgentError> {
+    let what = || format!("listing {}", root.display());
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root).map_err(AgentError::io(what()))? {
+        let entry = entry.map_err(AgentError::io(what()))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        // Gluster's own directories (.trashcan, .glusterfs-anonymous-inode-*) are not PVs.
+        if name.starts_with('.') || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let dir = entry.path();
+        match read_limit(&dir) {
+            Ok(Some(limit_bytes)) => out.push(Limited {
+                path: format!("/{name}"),
+                limit_bytes,
+                used_bytes: read_used(&dir)?,
+            }),
+            Ok(None) => {}
+            // Deleted while listing.
+            Err(AgentError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
 }
 
 /// Sets the hard limit on `dir`, effective at once on every brick that is up (self-heal

@@ -701,6 +701,27 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         }))
     }
 
+    async fn subdir_list(&self, req: Request<VolumeRequest>) -> Reply<QuotaListResponse> {
+        let name = spec::volume_name("name", &req.into_inner().name)?;
+        let root = self.management_mount(&name).await?;
+        let found = tokio::task::spawn_blocking(move || quota::list_top_level(&root))
+            .await
+            .map_err(|e| Status::internal(format!("listing subdirectories of {name}: {e}")))??;
+        Ok(Response::new(QuotaListResponse {
+            entries: found
+                .iter()
+                .map(|d| QuotaEntry {
+                    path: d.path.clone(),
+                    hard_limit_bytes: d.limit_bytes,
+                    used_bytes: d.used_bytes,
+                    available_bytes: d.limit_bytes.saturating_sub(d.used_bytes),
+                    soft_limit_exceeded: d.soft_limit_exceeded(),
+                    hard_limit_exceeded: d.used_bytes >= d.limit_bytes,
+                })
+                .collect(),
+        }))
+    }
+
     async fn add_brick(&self, req: Request<AddBrickRequest>) -> Reply<VolumeResponse> {
         let req = req.into_inner();
         let name = spec::volume_name("name", &req.name)?;
