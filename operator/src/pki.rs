@@ -28,6 +28,9 @@ pub struct CertKey {
 pub enum Usage {
     Server,
     Client,
+    /// Both ends of a connection: gluster nodes serve bricks and glusterd, and connect to
+    /// each other (peers, self-heal) with the same certificate.
+    Peer,
 }
 
 pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -91,10 +94,14 @@ impl Ca {
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
         ];
-        params.extended_key_usages = vec![match usage {
-            Usage::Server => ExtendedKeyUsagePurpose::ServerAuth,
-            Usage::Client => ExtendedKeyUsagePurpose::ClientAuth,
-        }];
+        params.extended_key_usages = match usage {
+            Usage::Server => vec![ExtendedKeyUsagePurpose::ServerAuth],
+            Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+            Usage::Peer => vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        };
         params.not_before = now.into();
         params.not_after = (now + LEAF_VALIDITY).into();
         let key = KeyPair::generate()?;

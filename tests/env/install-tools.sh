@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs the real tools the tests need: Debian's gluster, etcd, xfsprogs, protoc, and for the
 # local node (tests/env/node.sh) containerd, runc, the CNI plugins, iptables, socat and
-# debootstrap; csi-sanity and helm built from Go modules at pinned versions. Idempotent: a second run only checks.
+# debootstrap; tshark for the TLS test's packet capture; csi-sanity and helm built from Go modules at pinned versions. Idempotent: a second run only checks.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
 
 apt_packages=(glusterfs-server glusterfs-client xfsprogs attr protobuf-compiler libprotobuf-dev
   etcd-server iproute2 openssl curl psmisc procps util-linux
-  containerd runc containernetworking-plugins iptables conntrack socat debootstrap)
+  containerd runc containernetworking-plugins iptables conntrack socat debootstrap
+  tshark)
 
 missing=()
 for p in "${apt_packages[@]}"; do

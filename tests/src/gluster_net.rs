@@ -9,6 +9,13 @@
 //! - namespace `<id>-c` is the client: FUSE mounts are made from there, so client traffic
 //!   crosses the bridge like a real network. The mounts themselves are visible to the test.
 //!
+//! With TLS ([`GlusterNet::start_tls`]) each node's mount namespace also has its own
+//! gluster TLS directory ([`GLUSTER_SSL_DIR`]: glusterfs.pem, .key, .ca) and a `secure-access` file in its /var/lib/glusterd,
+//! so management and I/O can be encrypted with per-node certificates. Extra clients
+//! ([`GlusterNet::add_client`]) get a namespace and address of their own and, likewise, their
+//! own TLS directory and /var/lib/glusterd; their mounts appear to the test below
+//! [`Client::mount_dir`].
+//!
 //! The addresses exist only inside these namespaces, so every environment can use the same
 //! subnet; nothing is added to the machine's own network namespace.
 
@@ -25,6 +32,9 @@ use crate::{run, EnvError};
 const SUBNET: &str = "10.213.0";
 const CLIENT_HOST: u8 = 100;
 const NS_PREFIX: &str = "gk";
+/// Where Debian's gluster reads glusterfs.pem, .key and .ca: OpenSSL's directory, which is
+/// /usr/lib/ssl there, not the /etc/ssl gluster's documentation names.
+pub const GLUSTER_SSL_DIR: &str = "/usr/lib/ssl";
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
@@ -35,6 +45,8 @@ pub struct Node {
     /// Behind a lock so a shared environment can stop and restart a node, as a pod restart
     /// does.
     glusterd: std::sync::Mutex<Option<Child>>,
+    /// Whether the node has its own TLS directory (see [`GlusterNet::start_tls`]).
+    tls: bool,
 }
 
 impl Node {
@@ -46,6 +58,128 @@ impl Node {
     pub fn brick_root(&self) -> PathBuf {
         self.dir.join("bricks")
     }
+
+    /// The last `lines` lines of the node's glusterd log, for failure messages.
+    pub fn glusterd_log_tail(&self, lines: usize) -> String {
+        let log = std::fs::read_to_string(self.dir.join("log/glusterd.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(lines).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+
+    /// The directory the node sees as [`GLUSTER_SSL_DIR`] (TLS environments only). Writing new files
+    /// here is what a rotated Secret does in a brick pod.
+    pub fn ssl_dir(&self) -> PathBuf {
+        self.dir.join("ssl")
+    }
+}
+
+/// Gluster's TLS files for one node or client: its certificate, key and the CA certificates
+/// it trusts.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub ca_pem: String,
+}
+
+impl TlsFiles {
+    /// Writes glusterfs.pem, glusterfs.key and glusterfs.ca into `dir`, each replaced by a
+    /// rename so gluster never reads a half-written file.
+    pub fn write_to(&self, dir: &Path) -> Result<(), EnvError> {
+        std::fs::create_dir_all(dir)?;
+        for (name, text) in [
+            ("glusterfs.pem", &self.cert_pem),
+            ("glusterfs.key", &self.key_pem),
+            ("glusterfs.ca", &self.ca_pem),
+        ] {
+            let tmp = dir.join(format!(".{name}.new"));
+            std::fs::write(&tmp, text)?;
+            std::fs::rename(&tmp, dir.join(name))?;
+        }
+        Ok(())
+    }
+}
+
+/// A FUSE client with a network namespace, address, TLS directory and /var/lib/glusterd of its
+/// own
+/// (see [`GlusterNet::add_client`]).
+pub struct Client {
+    pub address: String,
+    dir: PathBuf,
+    mounts: PathBuf,
+    holder: Child,
+}
+
+impl Client {
+    /// A mounter whose FUSE client runs in this client's network and mount namespaces.
+    pub fn mounter(&self) -> Mounter {
+        Mounter {
+            wrapper: vec![
+                "nsenter".into(),
+                "-t".into(),
+                self.holder.id().to_string(),
+                "--net".into(),
+                "--mount".into(),
+            ],
+        }
+    }
+
+    /// The directory the client sees as [`GLUSTER_SSL_DIR`].
+    pub fn ssl_dir(&self) -> PathBuf {
+        self.dir.join("ssl")
+    }
+
+    /// A fresh mount point whose mounts the test sees too.
+    pub fn mount_dir(&self, name: &str) -> Result<PathBuf, EnvError> {
+        let dir = self.mounts.join(name);
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    /// A file for a client log, outside the mount points.
+    pub fn log_file(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.log"))
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+    }
+}
+
+/// A packet capture on the environment's bridge (`tshark`), started by
+/// [`GlusterNet::capture`].
+pub struct Capture {
+    child: Child,
+    file: PathBuf,
+}
+
+impl Capture {
+    /// Stops the capture and returns the pcap file's bytes.
+    pub fn finish(mut self) -> Result<Vec<u8>, EnvError> {
+        // dumpcap hands packets over in batches; give the last ones time to reach the file,
+        // then SIGINT lets tshark flush it.
+        std::thread::sleep(Duration::from_secs(1));
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        );
+        let _ = self.child.wait();
+        Ok(std::fs::read(&self.file)?)
+    }
+
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 pub struct GlusterNet {
@@ -53,11 +187,25 @@ pub struct GlusterNet {
     root: PathBuf,
     nodes: Vec<Node>,
     client_ns: String,
+    /// Namespaces of clients added later, deleted on teardown.
+    extra_ns: std::sync::Mutex<Vec<String>>,
 }
 
 impl GlusterNet {
     /// Starts `n` glusterd nodes, not yet peered.
     pub fn start(n: usize) -> Result<Self, EnvError> {
+        Self::start_with(n, None)
+    }
+
+    /// Starts `n` glusterd nodes with TLS on the management path: node `i` gets `tls[i]` as
+    /// its glusterfs.{pem,key,ca} and a `secure-access` file. I/O TLS is a volume
+    /// option (`client.ssl`, `server.ssl`).
+    pub fn start_tls(tls: Vec<TlsFiles>) -> Result<Self, EnvError> {
+        let n = tls.len();
+        Self::start_with(n, Some(tls))
+    }
+
+    fn start_with(n: usize, tls: Option<Vec<TlsFiles>>) -> Result<Self, EnvError> {
         assert!((1..=20).contains(&n), "1 to 20 nodes");
         cleanup_stale();
         let id = format!(
@@ -68,16 +216,17 @@ impl GlusterNet {
         let root = std::env::temp_dir().join(&id);
         let mut net = GlusterNet {
             client_ns: format!("{id}-c"),
+            extra_ns: std::sync::Mutex::new(Vec::new()),
             nodes: Vec::new(),
             root,
             id,
         };
         // From here on, Drop cleans up whatever part was made.
-        net.build(n)?;
+        net.build(n, tls)?;
         Ok(net)
     }
 
-    fn build(&mut self, n: usize) -> Result<(), EnvError> {
+    fn build(&mut self, n: usize, tls: Option<Vec<TlsFiles>>) -> Result<(), EnvError> {
         std::fs::create_dir_all(&self.root)?;
         let sw = format!("{}-sw", self.id);
         run("ip", &["netns", "add", &sw])?;
@@ -91,8 +240,16 @@ impl GlusterNet {
                 ns: ns.clone(),
                 dir: self.root.join(format!("n{i}")),
                 glusterd: std::sync::Mutex::new(None),
+                tls: tls.is_some(),
             });
             attach(&sw, &ns, &format!("v{i}"), &address)?;
+            if let Some(files) = &tls {
+                let node = &self.nodes[i - 1];
+                files[i - 1].write_to(&node.ssl_dir())?;
+                std::fs::create_dir_all(node.dir.join("lib"))?;
+                // Its presence turns on TLS for glusterd's own connections.
+                std::fs::write(node.dir.join("lib/secure-access"), "")?;
+            }
         }
         attach(
             &sw,
@@ -155,8 +312,13 @@ impl GlusterNet {
         // directory, so the test can reach the socket from outside too). Tools that only know
         // the default path, such as glfsheal behind `volume heal info`, then work unchanged.
         let d = node.dir.display();
+        let ssl = if node.tls {
+            format!("mount --bind {d}/ssl {GLUSTER_SSL_DIR} && ")
+        } else {
+            String::new()
+        };
         let script = format!(
-            "mount -t tmpfs gk-run /run && mkdir /run/gluster && \
+            "{ssl}mount -t tmpfs gk-run /run && mkdir /run/gluster && \
              mount --bind {d}/run /run/gluster && ln -s gluster/glusterd.socket /run/glusterd.socket && \
              mount --bind {d}/lib /var/lib/glusterd && mount --bind {d}/log /var/log/glusterfs && \
              exec glusterd -N -f {}",
@@ -278,6 +440,134 @@ impl GlusterNet {
         }
     }
 
+    /// Adds a client namespace on the bridge with address `10.213.0.<host>` and its own
+    /// mount namespace: its TLS directory holds `tls` if given, and /var/lib/glusterd holds
+    /// `secure-access` if `secure_access` (gluster clients fetch their volfile over TLS then).
+    pub fn add_client(
+        &self,
+        host: u8,
+        tls: Option<&TlsFiles>,
+        secure_access: bool,
+    ) -> Result<Client, EnvError> {
+        assert!(
+            host as usize > self.nodes.len() && host != CLIENT_HOST && host < 255,
+            "client address {host} collides with a node or the default client"
+        );
+        let ns = format!("{}-x{host}", self.id);
+        self.extra_ns
+            .lock()
+            .expect("namespace list")
+            .push(ns.clone());
+        let address = format!("{SUBNET}.{host}");
+        attach(
+            &format!("{}-sw", self.id),
+            &ns,
+            &format!("x{host}"),
+            &address,
+        )?;
+        let dir = self.root.join(format!("client-{host}"));
+        for sub in ["ssl", "lib"] {
+            std::fs::create_dir_all(dir.join(sub))?;
+        }
+        if let Some(files) = tls {
+            files.write_to(&dir.join("ssl"))?;
+        }
+        if secure_access {
+            std::fs::write(dir.join("lib/secure-access"), "")?;
+        }
+        // Mounts made inside the client's mount namespace reach the test's through a shared
+        // mount; the client's own TLS directory and /var/lib/glusterd sit on the private root and
+        // stay its own.
+        let mounts = self.root.join("shared-mounts");
+        if !mounts.exists() {
+            std::fs::create_dir_all(&mounts)?;
+            let m = mounts.to_str().expect("utf-8 path");
+            run("mount", &["--bind", m, m])?;
+            run("mount", &["--make-shared", m])?;
+        }
+        let mounts = mounts.join(format!("c{host}"));
+        std::fs::create_dir_all(&mounts)?;
+        let d = dir.display();
+        let script = format!(
+            "mount --bind {d}/ssl {GLUSTER_SSL_DIR} && mount --bind {d}/lib /var/lib/glusterd && \
+             exec sleep infinity"
+        );
+        let holder = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{ns}"))
+            .args([
+                "unshare",
+                "--mount",
+                "--propagation",
+                "unchanged",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stdin(Stdio::null())
+            .spawn()?;
+        let client = Client {
+            address,
+            dir,
+            mounts,
+            holder,
+        };
+        // nsenter, unshare and sh exec, so the pid is sleep's once the binds are made.
+        let comm = format!("/proc/{}/comm", client.holder.id());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_to_string(&comm)
+            .map(|c| c.trim() != "sleep")
+            .unwrap_or(true)
+        {
+            if Instant::now() > deadline {
+                return Err(EnvError::Setup(format!(
+                    "client {host}: its namespace did not come up"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(client)
+    }
+
+    /// Starts `tshark` on the bridge every node and client is attached to, writing to
+    /// `name`.pcap in the scratch directory; returns once it is capturing.
+    pub fn capture(&self, name: &str) -> Result<Capture, EnvError> {
+        use std::io::BufRead;
+        let file = self.scratch_dir("captures")?.join(format!("{name}.pcap"));
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &format!("{}-sw", self.id)])
+            .args(["tshark", "-n", "-q", "-i", "br0", "-F", "pcap", "-w"])
+            .arg(&file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| EnvError::Command {
+                command: "tshark".into(),
+                detail: format!("{e}; run tests/env/install-tools.sh"),
+            })?;
+        let stderr = child.stderr.take().expect("piped stderr");
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let mut seen = Vec::new();
+        loop {
+            match lines.next() {
+                // dumpcap has opened its file once tshark names it.
+                Some(Ok(line)) if line.contains("File:") && file.exists() => break,
+                Some(Ok(line)) => seen.push(line),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(EnvError::Setup(format!(
+                        "tshark did not start capturing: {}",
+                        seen.join("; ")
+                    )));
+                }
+            }
+        }
+        // Keep draining stderr so tshark never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Ok(Capture { child, file })
+    }
+
     /// A fresh directory for a mount point or a client log, under this environment's root.
     pub fn scratch_dir(&self, name: &str) -> Result<PathBuf, EnvError> {
         let dir = self.root.join("scratch").join(name);
@@ -289,6 +579,13 @@ impl GlusterNet {
         unmount_below(&self.root);
         let mut namespaces: Vec<String> = self.nodes.iter().map(|n| n.ns.clone()).collect();
         namespaces.push(self.client_ns.clone());
+        namespaces.extend(
+            self.extra_ns
+                .lock()
+                .expect("namespace list")
+                .iter()
+                .cloned(),
+        );
         namespaces.push(format!("{}-sw", self.id));
         kill_namespaces(&namespaces);
         for node in &mut self.nodes {
