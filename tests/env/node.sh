@@ -454,7 +454,8 @@ clean() {
     unmount_under "$(kubelet_dir "$n")"
     umount "$(kubelet_dir "$n")" 2>/dev/null || true
     unmount_under "$data/$(node_name "$n")"
-    rmdir "/sys/fs/cgroup/"*"/$(node_name "$n")" 2>/dev/null || true
+    # The node's cgroup tree, deepest first (the kubelet leaves its QoS cgroups behind).
+    find /sys/fs/cgroup/*/"$(node_name "$n")" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
   unmount_under "$images_fs"
   rm -rf "$run" "$data" /var/lib/kubelet

@@ -112,7 +112,8 @@ async fn until<T>(
     }
 }
 
-/// Whatever happens, leave the machine without the demo and without running nodes.
+/// Whatever happens, leave the machine without the demo and without nodes (processes, mounts,
+/// the bridge, the in-memory image store: the next run imports the images again in seconds).
 struct Teardown;
 
 impl Drop for Teardown {
@@ -124,7 +125,7 @@ impl Drop for Teardown {
             .status();
         let _ = Command::new("bash")
             .arg(root.join("tests/env/node.sh"))
-            .arg("stop")
+            .arg("clean")
             .status();
     }
 }
