@@ -671,12 +671,20 @@ fn mount_flags(cap: Option<&csi::VolumeCapability>) -> Result<Vec<String>, Statu
     })
 }
 
+/// A path from a CSI request: absolute, without NUL and without `.` or `..` components, so a
+/// request cannot aim a mount or an unmount outside the directory it names.
 fn path_arg(field: &str, p: &str) -> Result<PathBuf, Status> {
     let path = PathBuf::from(p);
-    if p.is_empty() || !path.is_absolute() {
-        return Err(invalid(field, format!("{p:?} must be an absolute path")));
-    }
-    Ok(path)
+    let reason = if p.is_empty() || !path.is_absolute() {
+        "must be an absolute path"
+    } else if p.contains('\0') {
+        "must not contain a NUL byte"
+    } else if p.split('/').any(|w| w == "." || w == "..") {
+        "must not contain . or .. components"
+    } else {
+        return Ok(path);
+    };
+    Err(invalid(field, format!("{p:?} {reason}")))
 }
 
 fn mount_err(e: mount::MountError) -> Status {
@@ -1040,6 +1048,44 @@ pub fn health(path: &Path) -> Option<(csi::VolumeHealthErrorType, &'static str, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[test]
+        fn request_paths_found_by_the_property_are_refused() {
+            // Accepted before path_arg checked NUL and `..` (the first was proptest's minimal
+            // failing input).
+            for p in ["//\0", "/var/lib/kubelet/../../etc", "/a/./b"] {
+                let e = path_arg("target_path", p).unwrap_err();
+                assert!(e.message().contains("target_path"), "{p:?}: {e:?}");
+            }
+            assert!(path_arg("target_path", "/var/lib/kubelet/pods/x/volumes/y").is_ok());
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4096))]
+
+            /// A staging or target path from a CSI request is used only if it is absolute,
+            /// has no `.` or `..` component and no NUL: a caller cannot point a mount at
+            /// `/var/lib/kubelet/../../etc`.
+            #[test]
+            fn request_paths_cannot_traverse(
+                p in "(/|\\.\\.|\\.|[a-z]{1,5}|\\x00|//){0,12}|.{0,40}"
+            ) {
+                if let Ok(path) = path_arg("target_path", &p) {
+                    prop_assert!(path.is_absolute());
+                    prop_assert!(!p.contains('\0'));
+                    prop_assert!(path.components().all(|c| matches!(
+                        c,
+                        std::path::Component::RootDir | std::path::Component::Normal(_)
+                    )), "{p:?}");
+                    prop_assert!(!p.split('/').any(|w| w == ".."), "{p:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn op_lock_aborts_a_second_caller_and_frees_on_drop() {

@@ -434,4 +434,88 @@ mod tests {
         assert_ne!(odd, dir_for_name("My Volume/../y").unwrap());
         assert!(dir_for_name("").is_err());
     }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Strings mixing the characters that matter for IDs and paths.
+        const TRICKY: &str = "[a-z0-9/._%\\-]{0,40}|.{0,60}|(\\.\\.|/|\\x00|[a-z]{1,6}){0,12}";
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4096))]
+
+            /// Whatever a caller sends as a volume ID, a parsed subdirectory is one plain name
+            /// (no separator, no `..`, no NUL), so it cannot leave its pool volume, and the ID
+            /// prints back to what was parsed.
+            #[test]
+            fn volume_ids_never_name_a_path_outside_the_pool(s in TRICKY) {
+                if let Ok(id) = VolumeId::parse(&s) {
+                    if let VolumeId::Subdir { dir, .. } = &id {
+                        prop_assert!(valid_dir(dir));
+                        prop_assert!(!dir.contains('/') && !dir.contains('\0'));
+                        prop_assert!(dir != "." && dir != "..");
+                    }
+                    prop_assert_eq!(id.to_string(), s);
+                }
+            }
+
+            #[test]
+            fn valid_volume_ids_round_trip(
+                ns in "[a-z]([a-z0-9-]{0,20}[a-z0-9])?",
+                name in "[a-z]([a-z0-9-]{0,20}[a-z0-9])?",
+                dir in "[a-zA-Z0-9_-][a-zA-Z0-9._-]{0,40}",
+            ) {
+                let s = format!("subdir/{ns}/{name}/{dir}");
+                let id = VolumeId::parse(&s).unwrap();
+                prop_assert_eq!(id.to_string(), s);
+                let s = format!("dedicated/{ns}/{name}");
+                prop_assert_eq!(VolumeId::parse(&s).unwrap().to_string(), s);
+            }
+
+            /// Any CSI volume name maps to a safe directory name, and different names that
+            /// are not already safe map to hashed names.
+            #[test]
+            fn any_name_gives_a_safe_directory(name in TRICKY) {
+                match dir_for_name(&name) {
+                    Ok(dir) => {
+                        prop_assert!(valid_dir(&dir), "{dir:?}");
+                        prop_assert!(dir.len() <= 63);
+                        prop_assert!(dir != "." && dir != ".." && !dir.starts_with('.'));
+                    }
+                    Err(e) => prop_assert!(name.is_empty(), "{e:?}"),
+                }
+            }
+
+            /// StorageClass parameters: arbitrary keys and values never panic, and an error
+            /// always names a field.
+            #[test]
+            fn arbitrary_parameters_are_accepted_or_named(
+                pairs in proptest::collection::vec(
+                    (
+                        prop_oneof![
+                            Just("pool".to_string()),
+                            Just("mode".to_string()),
+                            Just("cluster".to_string()),
+                            Just("type".to_string()),
+                            Just("replica".to_string()),
+                            Just("disperseData".to_string()),
+                            Just("disperseRedundancy".to_string()),
+                            Just("brickCount".to_string()),
+                            Just("profile".to_string()),
+                            "[a-zA-Z./]{0,20}",
+                        ],
+                        TRICKY,
+                    ),
+                    0..8,
+                )
+            ) {
+                let params: HashMap<String, String> = pairs.into_iter().collect();
+                if let Err(e) = Provisioning::from_parameters(&params) {
+                    prop_assert!(!e.field.is_empty());
+                    prop_assert!(!e.reason.is_empty());
+                }
+            }
+        }
+    }
 }

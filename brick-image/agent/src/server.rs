@@ -919,4 +919,33 @@ mod tests {
             }
         }
     }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4096))]
+
+            /// An accepted subdirectory, joined under a volume's mount point, stays below it:
+            /// only plain names, nothing that climbs out or names another root.
+            #[test]
+            fn subdirectories_stay_inside_the_pool_volume(
+                p in "(/|\\.\\.|\\.|[a-z]{1,5}|\\x00|//|%2e){0,12}|.{0,40}"
+            ) {
+                if let Ok(path) = subdir_path("path", &p) {
+                    let root = std::path::Path::new("/mnt/pool");
+                    let joined = root.join(path.trim_start_matches('/'));
+                    prop_assert!(joined.starts_with(root));
+                    prop_assert!(joined.components().count() > root.components().count());
+                    prop_assert!(joined
+                        .strip_prefix(root)
+                        .unwrap()
+                        .components()
+                        .all(|c| matches!(c, std::path::Component::Normal(n) if n != "..")));
+                    prop_assert!(!path.contains('\0'));
+                }
+            }
+        }
+    }
 }
