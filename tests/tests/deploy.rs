@@ -505,6 +505,103 @@ fn rbac_is_least_privilege() {
     check_rbac(&plain, deploy::RELEASE, deploy::NAMESPACE);
 }
 
+/// The optional NetworkPolicies: none by default; when enabled, one per brick namespace that
+/// selects the operator's brick pods and admits only brick pods, the node addresses and this
+/// release's operator and CSI controller, each on its own ports. No rule admits everyone.
+#[test]
+fn network_policies_admit_only_gluster_traffic_into_brick_pods() {
+    let default = docs(&render("gk", "ns", &[]).unwrap());
+    assert!(!default.iter().any(|o| o["kind"] == "NetworkPolicy"));
+
+    let objects = docs(
+        &render(
+            "gk",
+            "gk-sys",
+            &[
+                "--set",
+                "networkPolicy.enabled=true",
+                "--set",
+                "networkPolicy.brickNamespaces={storage,more}",
+                "--set",
+                "networkPolicy.nodeCIDRs={10.0.0.0/16,fd00::/64}",
+            ],
+        )
+        .unwrap(),
+    );
+    let policies: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "NetworkPolicy")
+        .collect();
+    let namespaces: Vec<&str> = policies
+        .iter()
+        .map(|p| p["metadata"]["namespace"].as_str().unwrap())
+        .collect();
+    assert_eq!(namespaces, ["storage", "more"]);
+    let (label, value) = gk_operator::cluster::BRICK_POD_SELECTOR
+        .split_once('=')
+        .unwrap();
+    let agent_port = json!(gk_operator::agents::AGENT_PORT);
+    for p in policies {
+        let spec = &p["spec"];
+        assert_eq!(spec["podSelector"]["matchLabels"][label], value, "{p}");
+        assert_eq!(spec["policyTypes"], json!(["Ingress"]));
+        let rules = spec["ingress"].as_array().unwrap();
+        assert_eq!(rules.len(), 3, "{p}");
+        for r in rules {
+            let from = r["from"].as_array().expect("every rule names its sources");
+            assert!(!from.is_empty() && !r["ports"].as_array().unwrap().is_empty());
+        }
+        // Brick to brick.
+        assert_eq!(
+            rules[0]["from"][0]["podSelector"]["matchLabels"][label],
+            value
+        );
+        let ports: Vec<(Value, Value)> = rules[0]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["port"].clone(), p["endPort"].clone()))
+            .collect();
+        assert_eq!(
+            ports,
+            [(json!(24007), Value::Null), (json!(49152), json!(60999))]
+        );
+        // Node addresses (the CSI node plugin is on the host network) to the same ports.
+        let cidrs: Vec<&str> = rules[1]["from"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["ipBlock"]["cidr"].as_str().unwrap())
+            .collect();
+        assert_eq!(cidrs, ["10.0.0.0/16", "fd00::/64"]);
+        assert_eq!(rules[1]["ports"], rules[0]["ports"]);
+        // This release's operator and CSI controller, to the agent only.
+        let peer = &rules[2]["from"][0];
+        assert_eq!(
+            peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "gk-sys"
+        );
+        assert_eq!(
+            peer["podSelector"]["matchExpressions"][1]["values"],
+            json!(["operator", "csi-controller"])
+        );
+        assert_eq!(
+            rules[2]["ports"],
+            json!([{"protocol": "TCP", "port": agent_port}])
+        );
+    }
+
+    // A bad CIDR is refused by the values schema.
+    let err = render(
+        "gk",
+        "gk-sys",
+        &["--set", "networkPolicy.nodeCIDRs={everywhere}"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("nodeCIDRs"), "{err}");
+}
+
 #[test]
 fn node_plugin_pod_is_what_a_kubelet_needs() {
     let objects = docs(&render("gk", "ns", &[]).unwrap());
