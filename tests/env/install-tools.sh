@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 apt_packages=(glusterfs-server glusterfs-client xfsprogs attr protobuf-compiler libprotobuf-dev
   etcd-server iproute2 openssl curl psmisc procps util-linux
   containerd runc containernetworking-plugins iptables conntrack socat debootstrap
-  tshark)
+  tshark fio)
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -51,7 +51,7 @@ go_tool helm "$GK_HELM_VERSION" helm.sh/helm/v3/cmd/helm \
 
 "$bin/csi-sanity" -h >/dev/null 2>&1 || gk_die "csi-sanity does not run"
 "$bin/helm" version --short | grep -q "$GK_HELM_VERSION" || gk_die "helm does not report $GK_HELM_VERSION"
-for t in gluster glusterd glusterfs mkfs.xfs protoc etcd setfattr containerd runc ctr iptables socat debootstrap; do
+for t in gluster glusterd glusterfs mkfs.xfs protoc etcd setfattr containerd runc ctr iptables socat debootstrap fio; do
   command -v "$t" >/dev/null || gk_die "$t is missing after install"
 done
 gk_log "tools ready in $bin"

@@ -59,6 +59,11 @@ impl Node {
         self.dir.join("bricks")
     }
 
+    /// The node's network namespace (`ip -n <ns> ...`), for benchmarks that cut its link.
+    pub fn netns(&self) -> &str {
+        &self.ns
+    }
+
     /// The last `lines` lines of the node's glusterd log, for failure messages.
     pub fn glusterd_log_tail(&self, lines: usize) -> String {
         let log = std::fs::read_to_string(self.dir.join("log/glusterd.log")).unwrap_or_default();
