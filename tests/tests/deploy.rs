@@ -615,6 +615,14 @@ fn node_plugin_pod_is_what_a_kubelet_needs() {
     assert_eq!(names, ["node-driver-registrar", "gk-csi", "liveness-probe"]);
     let plugin = &containers[1];
     assert_eq!(plugin["securityContext"]["privileged"], true);
+    // The sidecars beside it get nothing: no capabilities, no escalation, read-only root.
+    for sidecar in [&containers[0], &containers[2]] {
+        let sc = &sidecar["securityContext"];
+        assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]), "{sidecar}");
+        assert_eq!(sc["allowPrivilegeEscalation"], false, "{sidecar}");
+        assert_eq!(sc["readOnlyRootFilesystem"], true, "{sidecar}");
+        assert!(sc["privileged"].is_null() && sc["capabilities"]["add"].is_null());
+    }
     let mounts = plugin["volumeMounts"].as_array().unwrap();
     let propagation = |path: &str| {
         mounts
