@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod pki;
 pub mod plan;
 pub mod resize;
+pub mod security;
 pub mod volume;
 
 pub use error::Error;

@@ -11,12 +11,8 @@ use std::time::{Duration, SystemTime};
 use gk_gluster::{Brick, Gluster, ProcessRunner, VolumeLayout};
 use gk_mount::{self as mount, MountSource};
 use gk_operator::pki::{Ca, CertKey, Usage};
+use gk_operator::security::{volume_options, Access, CIPHER_LIST, CSI_CLIENT_IDENTITY};
 use gk_testenv::gluster_net::{Client, GlusterNet, TlsFiles, GLUSTER_SSL_DIR};
-
-/// TLS 1.2 suites with forward secrecy and AEAD only, for the ECDSA keys rcgen makes; TLS 1.3
-/// suites are all AEAD and are not restricted by this list.
-const CIPHERS: &str =
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256";
 
 fn files(ca: &Ca, leaf: CertKey) -> TlsFiles {
     TlsFiles {
@@ -153,17 +149,22 @@ async fn tls_encrypts_authenticates_and_rotates() {
     }
     let g = net.gluster(0);
 
-    let client_cn = "gk-csi-node";
-    let allowed = format!("{},{},{},{client_cn}", node_cn(0), node_cn(1), node_cn(2));
+    let client_cn = CSI_CLIENT_IDENTITY;
     replica3(&net, &g, "sec").await;
-    for (key, value) in [
-        ("client.ssl", "on"),
-        ("server.ssl", "on"),
-        ("ssl.cipher-list", CIPHERS),
-        ("auth.ssl-allow", allowed.as_str()),
-    ] {
-        g.volume_set("sec", key, value).await.unwrap();
+    // The operator's own options: client.ssl, server.ssl, the cipher list, auth.ssl-allow.
+    let access = Access::Tls {
+        common_names: vec![node_cn(0), node_cn(1), node_cn(2), client_cn.to_string()],
+    };
+    for (key, value) in volume_options(&access).unwrap() {
+        g.volume_set("sec", &key, &value).await.unwrap();
     }
+    assert_eq!(
+        g.volume_get("sec", "ssl.cipher-list")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(CIPHER_LIST)
+    );
     g.volume_start("sec").await.unwrap();
     // The control for the capture: same pool, no I/O TLS.
     replica3(&net, &g, "plain").await;
@@ -385,11 +386,18 @@ async fn auth_allow_refuses_addresses_outside_the_range() {
         .await
         .unwrap();
     // Gluster 10 takes addresses and `*` wildcards, no CIDR and no `?` ("not a valid
-    // internet-address-list"): the node itself and the default client (.100) are allowed, a
-    // client at .150 is not.
-    g.volume_set("v", "auth.allow", &format!("{},10.213.0.100", node.address))
-        .await
+    // internet-address-list"); the operator's patterns for the node and 10.213.0.96/28 (.96 to
+    // .111) let the default client (.100) in, and not a client at .150.
+    let set_allowed = |cidrs: &[&str]| {
+        let opts = volume_options(&Access::Addresses {
+            cidrs: cidrs.iter().map(|c| c.to_string()).collect(),
+        })
         .unwrap();
+        assert_eq!(opts.len(), 1);
+        opts.into_iter().next().unwrap()
+    };
+    let (key, value) = set_allowed(&[&format!("{}/32", node.address), "10.213.0.96/28"]);
+    g.volume_set("v", &key, &value).await.unwrap();
     g.volume_start("v").await.unwrap();
 
     let inside = net.client_mounter();
@@ -417,13 +425,12 @@ async fn auth_allow_refuses_addresses_outside_the_range() {
 
     // The same client is let in once its address is allowed, so the refusal above was
     // auth.allow's doing.
-    g.volume_set(
-        "v",
-        "auth.allow",
-        &format!("{},10.213.0.100,{}", node.address, outside.address),
-    )
-    .await
-    .unwrap();
+    let (key, value) = set_allowed(&[
+        &format!("{}/32", node.address),
+        "10.213.0.96/28",
+        "10.213.0.128/25",
+    ]);
+    g.volume_set("v", &key, &value).await.unwrap();
     try_use(&net, &outside, "v", "outside-allowed")
         .await
         .unwrap();
