@@ -37,8 +37,13 @@ down() {
   # Workloads and claims first, then the volumes and the cluster while the brick pods still
   # run (the operator needs their agents to delete gluster volumes), then the namespace.
   if kubectl get namespace "$ns" >/dev/null 2>&1; then
-    kubectl -n "$ns" delete pods -l app=gk-demo --ignore-not-found --wait=true --timeout=120s || true
+    kubectl -n "$ns" delete pods --all --ignore-not-found --wait=true --timeout=120s || true
     kubectl -n "$ns" delete pvc --all --wait=true --timeout=180s || true
+    # Retained PVs of the demo's claims would keep the pool (and its data) alive.
+    local pv
+    for pv in $(kubectl get pv -o jsonpath="{range .items[?(@.spec.claimRef.namespace=='$ns')]}{.metadata.name}{'\n'}{end}"); do
+      kubectl delete pv "$pv" --wait=true --timeout=60s || true
+    done
     kubectl -n "$ns" delete glustervolumes --all --wait=true --timeout=180s || true
     kubectl -n "$ns" delete glusterclusters --all --wait=true --timeout=180s || true
   fi
