@@ -13,8 +13,8 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Instant, SystemTime};
 
-use gk_gluster::{Brick, VolumeLayout};
-use gk_mount::{self as mount, MountSource};
+use gk_gluster::VolumeLayout;
+use gk_mount as mount;
 use gk_operator::pki::{Ca, Usage};
 use gk_operator::security::{volume_options, Access, CSI_CLIENT_IDENTITY};
 use gk_testenv::gluster_net::{Client, GlusterNet, TlsFiles};
@@ -30,11 +30,7 @@ async fn remount(client: &Client, net: &GlusterNet, volume: &str, dir: &Path) {
     if mount::is_mounted(dir).unwrap() {
         mount::unmount(dir).unwrap();
     }
-    let source = MountSource {
-        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
-        volume: volume.into(),
-        subdir: None,
-    };
+    let source = net.mount_source(volume);
     client
         .mounter()
         .mount(&source, dir, &client.log_file(volume), &[])
@@ -109,14 +105,14 @@ async fn main() {
     net.form_pool().await.unwrap();
     let g = net.gluster(0);
     for vol in ["tls", "plain"] {
-        let bricks: Vec<Brick> = net
-            .nodes()
-            .iter()
-            .map(|n| Brick::new(&n.address, n.brick_root().join(vol).to_str().unwrap()).unwrap())
-            .collect();
-        g.volume_create(vol, VolumeLayout::Replicate { replica: 3 }, &bricks, false)
-            .await
-            .unwrap();
+        g.volume_create(
+            vol,
+            VolumeLayout::Replicate { replica: 3 },
+            &net.bricks(vol),
+            false,
+        )
+        .await
+        .unwrap();
     }
     let mut common_names = names.clone();
     common_names.push(CSI_CLIENT_IDENTITY.into());

@@ -435,6 +435,27 @@ impl GlusterNet {
         Ok(())
     }
 
+    /// One brick per node, at `dir` below each node's brick filesystem, in node order.
+    pub fn bricks(&self, dir: &str) -> Vec<gk_gluster::Brick> {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let path = n.brick_root().join(dir);
+                gk_gluster::Brick::new(&n.address, path.to_str().expect("utf-8 path"))
+                    .expect("brick paths of this environment are valid")
+            })
+            .collect()
+    }
+
+    /// The mount source of a whole volume with every node as a volfile server.
+    pub fn mount_source(&self, volume: &str) -> mount::MountSource {
+        mount::MountSource {
+            servers: self.nodes.iter().map(|n| n.address.clone()).collect(),
+            volume: volume.into(),
+            subdir: None,
+        }
+    }
+
     /// A mounter whose FUSE client runs in the client namespace.
     pub fn client_mounter(&self) -> Mounter {
         Mounter {

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use gk_gluster::{Brick, Gluster, ProcessRunner, VolumeLayout};
-use gk_mount::{self as mount, MountSource};
+use gk_mount as mount;
 use gk_operator::pki::{Ca, CertKey, Usage};
 use gk_operator::security::{volume_options, Access, CIPHER_LIST, CSI_CLIENT_IDENTITY};
 use gk_testenv::gluster_net::{Client, GlusterNet, TlsFiles, GLUSTER_SSL_DIR};
@@ -39,22 +39,14 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 }
 
 async fn replica3(net: &GlusterNet, g: &Gluster<ProcessRunner>, name: &str) {
-    let bricks: Vec<Brick> = net
-        .nodes()
-        .iter()
-        .map(|n| Brick::new(&n.address, n.brick_root().join(name).to_str().unwrap()).unwrap())
-        .collect();
-    g.volume_create(name, VolumeLayout::Replicate { replica: 3 }, &bricks, false)
-        .await
-        .unwrap();
-}
-
-fn source(net: &GlusterNet, volume: &str) -> MountSource {
-    MountSource {
-        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
-        volume: volume.into(),
-        subdir: None,
-    }
+    g.volume_create(
+        name,
+        VolumeLayout::Replicate { replica: 3 },
+        &net.bricks(name),
+        false,
+    )
+    .await
+    .unwrap();
 }
 
 /// Mounts `volume` from `client`, or says why it could not be used: either the mount fails
@@ -69,7 +61,7 @@ async fn try_use(
     let log = client.log_file(name);
     client
         .mounter()
-        .mount(&source(net, volume), &target, &log, &[])
+        .mount(&net.mount_source(volume), &target, &log, &[])
         .await
         .map_err(|e| e.to_string())?;
     let probe = std::fs::write(target.join(format!("probe-{name}")), b"x")
@@ -223,13 +215,18 @@ async fn tls_encrypts_authenticates_and_rotates() {
     // The client with a certificate reads and writes; the capture sees no plaintext.
     let sec_dir = good.mount_dir("sec").unwrap();
     good.mounter()
-        .mount(&source(&net, "sec"), &sec_dir, &good.log_file("sec"), &[])
+        .mount(
+            &net.mount_source("sec"),
+            &sec_dir,
+            &good.log_file("sec"),
+            &[],
+        )
         .await
         .unwrap();
     let plain_dir = good.mount_dir("plain").unwrap();
     good.mounter()
         .mount(
-            &source(&net, "plain"),
+            &net.mount_source("plain"),
             &plain_dir,
             &good.log_file("plain"),
             &[],
@@ -381,8 +378,7 @@ async fn auth_allow_refuses_addresses_outside_the_range() {
     let net = GlusterNet::start(1).unwrap();
     let g = net.gluster(0);
     let node = &net.nodes()[0];
-    let brick = Brick::new(&node.address, node.brick_root().join("v").to_str().unwrap()).unwrap();
-    g.volume_create("v", VolumeLayout::Distribute, &[brick], false)
+    g.volume_create("v", VolumeLayout::Distribute, &net.bricks("v"), false)
         .await
         .unwrap();
     // Gluster 10 takes addresses and `*` wildcards, no CIDR and no `?` ("not a valid
@@ -403,7 +399,7 @@ async fn auth_allow_refuses_addresses_outside_the_range() {
     let inside = net.client_mounter();
     let target = net.scratch_dir("inside").unwrap();
     let log = net.scratch_dir("logs").unwrap().join("inside.log");
-    let src = source(&net, "v");
+    let src = net.mount_source("v");
     if let Err(e) = inside.mount(&src, &target, &log, &[]).await {
         panic!(
             "{e}\n{}\n{}",
