@@ -76,6 +76,9 @@ pub fn layout(spec: &GlusterVolumeSpec) -> Result<VolumeLayout, SpecError> {
     Ok(layout)
 }
 
+/// The most bricks one volume may have (the CRD's brickCount maximum).
+pub const MAX_BRICKS: usize = 1024;
+
 /// The bricks of a volume, in set order, each set on distinct nodes.
 pub fn bricks(
     spec: &GlusterVolumeSpec,
@@ -97,6 +100,14 @@ pub fn bricks(
             })
             .collect::<Result<_, _>>()?,
         (None, Some(count)) => {
+            // The CRD caps brickCount too, but a spec stored under an older CRD (or written
+            // around the apiserver) must not make the operator plan billions of bricks.
+            if count as usize > MAX_BRICKS {
+                return Err(spec_error(
+                    "spec.brickCount",
+                    format!("{count} is more than the {MAX_BRICKS} bricks a volume may have"),
+                ));
+            }
             if nodes.len() < set {
                 return Err(spec_error(
                     "spec.brickCount",
@@ -151,16 +162,27 @@ pub fn bricks(
         .collect()
 }
 
-/// How many bricks the spec asks for.
+/// How many bricks the spec asks for. A count past the CRD's maximum (a spec stored under an
+/// older CRD, say) is refused rather than planned.
 pub fn wanted_bricks(spec: &GlusterVolumeSpec) -> Result<usize, SpecError> {
-    match (&spec.bricks, spec.brick_count) {
-        (Some(list), None) => Ok(list.len()),
-        (None, Some(count)) => Ok(count as usize),
-        _ => Err(spec_error(
-            "spec.brickCount",
-            "set exactly one of bricks or brickCount",
-        )),
+    const MOST: usize = 1024;
+    let (field, want) = match (&spec.bricks, spec.brick_count) {
+        (Some(list), None) => ("spec.bricks", list.len()),
+        (None, Some(count)) => ("spec.brickCount", count as usize),
+        _ => {
+            return Err(spec_error(
+                "spec.brickCount",
+                "set exactly one of bricks or brickCount",
+            ))
+        }
+    };
+    if want > MOST {
+        return Err(spec_error(
+            field,
+            format!("{want} bricks are more than the {MOST} a volume may have"),
+        ));
     }
+    Ok(want)
 }
 
 /// What a volume's brick count asks of gluster.
@@ -538,6 +560,61 @@ mod tests {
     use super::*;
     use crate::crd::BrickPlacement;
 
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[test]
+        fn brick_count_beyond_the_maximum_is_refused_not_planned() {
+            // Found by the property below: the planner tried to build u32::MAX bricks.
+            let s = spec("cluster: c\ntype: Distribute\nbrickCount: 4294967295\n");
+            let e = bricks(&s, "v", &nodes(3)).unwrap_err();
+            assert_eq!(e.field, "spec.brickCount");
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4096))]
+
+            /// Whatever a stored spec says (values the CEL rules would refuse included),
+            /// planning never panics: it refuses with a field named, or gives whole sets with
+            /// no node twice in a set, and distinct brick paths under each node's root.
+            #[test]
+            fn planning_any_spec_gives_safe_bricks_or_a_named_error(
+                ty in prop_oneof![Just("Distribute"), Just("Replicate"), Just("Arbiter"), Just("Disperse")],
+                replica in proptest::option::of(0u32..6),
+                disperse in proptest::option::of((0u32..20, 0u32..10)),
+                count in proptest::option::of(prop_oneof![0u32..64, 1000u32..1100, Just(u32::MAX)]),
+                listed in proptest::option::of(proptest::collection::vec(1usize..10, 0..12)),
+                node_count in 0usize..8,
+            ) {
+                let mut v = serde_json::json!({"cluster": "c", "type": ty});
+                if let Some(r) = replica { v["replica"] = r.into(); }
+                if let Some((d, r)) = disperse { v["disperse"] = serde_json::json!({"data": d, "redundancy": r}); }
+                if let Some(c) = count { v["brickCount"] = c.into(); }
+                if let Some(l) = &listed {
+                    v["bricks"] = l.iter().map(|i| serde_json::json!({"node": format!("n{i}")})).collect();
+                }
+                let spec: GlusterVolumeSpec = serde_json::from_value(v).unwrap();
+                let nodes = nodes(node_count);
+                match bricks(&spec, "ns-vol", &nodes) {
+                    Ok(b) => {
+                        let set = layout(&spec).unwrap().set_size() as usize;
+                        prop_assert!(!b.is_empty() && b.len() % set == 0);
+                        prop_assert!(b.len() <= MAX_BRICKS);
+                        for group in b.chunks(set) {
+                            let hosts: HashSet<&str> = group.iter().map(|x| x.host.as_str()).collect();
+                            prop_assert_eq!(hosts.len(), set);
+                        }
+                        let paths: HashSet<&str> = b.iter().map(|x| x.path.as_str()).collect();
+                        prop_assert_eq!(paths.len(), b.len());
+                        prop_assert!(b.iter().all(|x| x.path.starts_with("/var/lib/glusterkube/bricks/ns-vol-")));
+                    }
+                    Err(e) => prop_assert!(e.field.starts_with("spec") || e.field == "brick", "{e:?}"),
+                }
+            }
+        }
+    }
+
     fn spec(yaml: &str) -> GlusterVolumeSpec {
         let v: serde_json::Value = serde_yaml::from_str(yaml).unwrap();
         serde_json::from_value(v).unwrap()
@@ -661,6 +738,9 @@ mod tests {
         let e = resize(&bad, "v", &nodes(3), &have, &[]).unwrap_err();
         assert_eq!(e.field, "spec.brickCount");
         assert!(e.reason.contains("whole sets of 3"), "{e}");
+        let huge = spec("cluster: c\ntype: Replicate\nreplica: 3\nbrickCount: 4294967295\n");
+        let e = resize(&huge, "v", &nodes(3), &have, &[]).unwrap_err();
+        assert!(e.reason.contains("more than the 1024"), "{e}");
     }
 
     #[test]
