@@ -165,7 +165,6 @@ pub fn bricks(
 /// How many bricks the spec asks for. A count past the CRD's maximum (a spec stored under an
 /// older CRD, say) is refused rather than planned.
 pub fn wanted_bricks(spec: &GlusterVolumeSpec) -> Result<usize, SpecError> {
-    const MOST: usize = 1024;
     let (field, want) = match (&spec.bricks, spec.brick_count) {
         (Some(list), None) => ("spec.bricks", list.len()),
         (None, Some(count)) => ("spec.brickCount", count as usize),
@@ -176,10 +175,10 @@ pub fn wanted_bricks(spec: &GlusterVolumeSpec) -> Result<usize, SpecError> {
             ))
         }
     };
-    if want > MOST {
+    if want > MAX_BRICKS {
         return Err(spec_error(
             field,
-            format!("{want} bricks are more than the {MOST} a volume may have"),
+            format!("{want} bricks are more than the {MAX_BRICKS} a volume may have"),
         ));
     }
     Ok(want)
