@@ -179,6 +179,13 @@ const ALL_OPTIONS: &[&str] = &[
     "storageClasses[1].parameters.cluster=storage/gluster",
     "--set",
     "csi.controller.replicas=2",
+    // The NetworkPolicies go to a namespace every apiserver has, for the server dry run.
+    "--set",
+    "networkPolicy.enabled=true",
+    "--set",
+    "networkPolicy.brickNamespaces={default}",
+    "--set",
+    "networkPolicy.nodeCIDRs={10.0.0.0/16}",
 ];
 
 #[test]
