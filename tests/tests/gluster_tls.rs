@@ -342,6 +342,57 @@ async fn tls_encrypts_authenticates_and_rotates() {
     try_use(&net, &good, "sec", "fresh-after-rotation")
         .await
         .unwrap();
+
+    // A host without the secure-access file (a CSI node plugin that also mounts from
+    // clusters without TLS) can still use management TLS for one mount: `glusterfs
+    // --secure-mgmt=yes`, which mount.glusterfs has no option for.
+    let per_mount = net
+        .add_client(
+            105,
+            Some(&files(
+                &ca,
+                ca.issue(client_cn, &[], Usage::Client, later).unwrap(),
+            )),
+            false,
+        )
+        .unwrap();
+    assert!(
+        try_use(&net, &per_mount, "sec", "no-secure-access")
+            .await
+            .is_err(),
+        "without secure-access or --secure-mgmt the volfile was fetched in clear"
+    );
+    let dir = per_mount.mount_dir("secure-mgmt").unwrap();
+    let mut words = per_mount.mounter().wrapper;
+    words.extend([
+        "glusterfs".to_string(),
+        "--secure-mgmt=yes".into(),
+        format!("--volfile-server={}", net.nodes()[0].address),
+        "--volfile-id=sec".into(),
+        format!("--log-file={}", per_mount.log_file("secure-mgmt").display()),
+        dir.display().to_string(),
+    ]);
+    let out = std::process::Command::new(&words[0])
+        .args(&words[1..])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut mounted = false;
+    for _ in 0..100 {
+        if mount::is_mounted(&dir).unwrap() {
+            mounted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        mounted,
+        "glusterfs --secure-mgmt=yes did not mount: {}",
+        std::fs::read_to_string(per_mount.log_file("secure-mgmt")).unwrap_or_default()
+    );
+    std::fs::write(dir.join("per-mount"), b"ok").unwrap();
+    assert_eq!(std::fs::read(dir.join("per-mount")).unwrap(), b"ok");
+    mount::unmount(&dir).unwrap();
     mount::unmount(&sec_dir).unwrap();
 }
 
