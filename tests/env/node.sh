@@ -136,6 +136,16 @@ network_down() {
   ip link del "$bridge" 2>/dev/null || true
   # kube-proxy's chains, so a later start begins clean.
   if [ -x "$bindir/kube-proxy" ]; then "$bindir/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
+  # The kubelets' own: KUBE-FIREWALL (drops non-loopback packets to 127.0.0.0/8) and canaries.
+  local ipt table
+  for ipt in iptables ip6tables; do
+    while $ipt -D INPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+    while $ipt -D OUTPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+    $ipt -F KUBE-FIREWALL 2>/dev/null || true
+    $ipt -X KUBE-FIREWALL 2>/dev/null || true
+    for table in filter nat mangle; do $ipt -t "$table" -X KUBE-KUBELET-CANARY 2>/dev/null || true; done
+    $ipt -t mangle -X KUBE-IPTABLES-HINT 2>/dev/null || true
+  done
 }
 
 pki_setup() {
@@ -368,6 +378,9 @@ CORE
     launch "kubelet-$name" kubelet --config "$run/$name/kubelet.yaml" \
       --kubeconfig "$state/kubelet-$name.kubeconfig" --hostname-override "$name" \
       --node-ip "$(node_ip "$n")" --root-dir "$(kubelet_dir "$n")" --cert-dir "$run/$name/kubelet-pki" -v=1
+    # One at a time: every kubelet clears and binds /var/lib/kubelet/device-plugins/kubelet.sock
+    # whatever its --root-dir, and two starting together fail "address already in use".
+    wait_for "kubelet of $name" 240 curl -sf "http://127.0.0.1:$((10340 + n))/healthz"
   done
 
   # kube-proxy exits when its configuration file changes, so a running one keeps its file.
