@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use gk_operator::cluster::{agents_with, read_credentials};
+use gk_operator::controller::INSTANCE_LABEL;
 use gk_operator::crd::{GlusterCluster, GlusterVolume};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -179,10 +180,22 @@ impl PoolResolver for KubePools {
                 }
             }
             None => {
+                // The volume goes to the operator instance that runs its cluster.
+                let clusters: Api<GlusterCluster> =
+                    Api::namespaced(self.client.clone(), &cluster.namespace);
+                let mut labels =
+                    json!({"app.kubernetes.io/managed-by": crate::driver::DRIVER_NAME});
+                if let Some(instance) = clusters
+                    .get_opt(&cluster.name)
+                    .await
+                    .map_err(|e| unavailable(key, e))?
+                    .and_then(|gc| gc.metadata.labels?.remove(INSTANCE_LABEL))
+                {
+                    labels[INSTANCE_LABEL] = json!(instance);
+                }
                 let gv: GlusterVolume = serde_json::from_value(json!({
                     "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
-                    "metadata": {"name": key.name, "namespace": key.namespace,
-                                 "labels": {"app.kubernetes.io/managed-by": crate::driver::DRIVER_NAME}},
+                    "metadata": {"name": key.name, "namespace": key.namespace, "labels": labels},
                     "spec": want,
                 }))
                 .map_err(|e| Status::invalid_argument(format!("invalid parameters: {e}")))?;

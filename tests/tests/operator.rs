@@ -5,14 +5,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gk_operator::controller::{self, Config};
 use gk_operator::crd::{GlusterCluster, GlusterVolume};
 use gk_operator::metrics::Metrics;
 use gk_testenv::gluster_net::GlusterNet;
-use gk_testenv::k8s::ControlPlane;
-use gk_testenv::kubelet::StandInKubelet;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -21,8 +19,18 @@ use kube::ResourceExt;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
+mod support;
+use support::wait_until;
+
+/// This test's operator instance: another operator on the shared apiserver (a deployed one,
+/// say) leaves its objects alone, and it leaves theirs.
+fn instance() -> String {
+    format!("op-{}", std::process::id())
+}
+
 fn start_operator(client: &kube::Client, metrics: Arc<Metrics>) -> JoinHandle<()> {
     let config = Config {
+        instance: Some(instance()),
         brick_image: "glusterkube/brick:test".into(),
         refresh: Duration::from_secs(3),
         ..Config::default()
@@ -31,20 +39,6 @@ fn start_operator(client: &kube::Client, metrics: Arc<Metrics>) -> JoinHandle<()
     tokio::spawn(
         async move { controller::run(client, config, metrics, std::future::pending()).await },
     )
-}
-
-async fn wait_until<T>(what: &str, secs: u64, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 fn condition(
@@ -71,30 +65,21 @@ async fn volume_ready(api: &Api<GlusterVolume>, name: &str) -> GlusterVolume {
 fn volume(name: &str, spec: serde_json::Value) -> GlusterVolume {
     serde_json::from_value(json!({
         "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
-        "metadata": {"name": name}, "spec": spec,
+        "metadata": {"name": name, "labels": {gk_operator::controller::INSTANCE_LABEL: instance()}},
+        "spec": spec,
     }))
     .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
-    let cp = ControlPlane::ensure().unwrap();
-    let client = cp.client().await.unwrap();
-    ControlPlane::install_crds(&client, &gk_operator::crd::all())
-        .await
-        .unwrap();
-    // Unique per run: pids wrap quickly here, and a namespace of an earlier run may still be
-    // terminating.
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let ns = format!("gk-op-{}-{}", std::process::id(), stamp % 1_000_000);
-    ControlPlane::ensure_namespace(&client, &ns).await.unwrap();
-
-    let net = Arc::new(GlusterNet::start(3).unwrap());
-    let nodes: HashMap<String, usize> = (0..3).map(|i| (format!("storage-{}", i + 1), i)).collect();
-    let _kubelet = StandInKubelet::start(client.clone(), &ns, net.clone(), nodes);
+    let support::OperatorEnv {
+        client,
+        ns,
+        net,
+        kubelet: _kubelet,
+        ..
+    } = support::operator_env("gk-op", 3).await;
     let metrics = Arc::new(Metrics::default());
     let mut operator = start_operator(&client, metrics.clone());
 
@@ -102,7 +87,7 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
     let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), &ns);
     let gc: GlusterCluster = serde_json::from_value(json!({
         "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterCluster",
-        "metadata": {"name": "pool"},
+        "metadata": {"name": "pool", "labels": {gk_operator::controller::INSTANCE_LABEL: instance()}},
         "spec": {"nodes": [
             {"name": "storage-1", "storage": {"directory": "/srv/glusterkube"}},
             {"name": "storage-2", "storage": {"directory": "/srv/glusterkube"}},

@@ -6,7 +6,6 @@
 //! node's brick is replaced and healed; and deletion is refused while in use, then keeps the
 //! data under Retain. Every file's content is checked after every step.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,30 +17,16 @@ use gk_operator::controller::{self, Config};
 use gk_operator::crd::{GlusterCluster, GlusterVolume, MigrationPhase, ResizeOperation};
 use gk_operator::metrics::Metrics;
 use gk_testenv::gluster_net::GlusterNet;
-use gk_testenv::k8s::ControlPlane;
-use gk_testenv::kubelet::StandInKubelet;
 use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
 
-type Files = Vec<(PathBuf, Vec<u8>)>;
+mod support;
+use support::wait_until;
 
-async fn wait_until<T>(what: &str, secs: u64, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        // A probe that hangs (an API call, a FUSE lookup) counts as a miss, not forever.
-        if let Ok(Some(v)) = tokio::time::timeout(Duration::from_secs(30), probe()).await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
+type Files = Vec<(PathBuf, Vec<u8>)>;
 
 fn condition(
     conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
@@ -64,6 +49,25 @@ async fn volume_settled(api: &Api<GlusterVolume>, name: &str, secs: u64) -> Glus
             && s.heal_pending == Some(0);
         ok.then_some(v)
     })
+    .await
+}
+
+/// Every brick of the volume online and nothing to heal, asked of gluster itself: a
+/// GlusterVolume's status can still describe the moment before a pod restart.
+async fn gluster_healthy(net: &GlusterNet, volume: &str) {
+    wait_until(
+        &format!("{volume}: all bricks online, heal 0"),
+        180,
+        async || {
+            let g = net.gluster(0);
+            let st = g.volume_status(volume).await.ok()?;
+            let heal = g.heal_info_summary(volume).await.ok()?;
+            let healed = heal
+                .iter()
+                .all(|b| b.connected && b.pending == Some(0) && b.split_brain == Some(0));
+            (st.bricks.iter().all(|b| b.online) && healed).then_some(())
+        },
+    )
     .await
 }
 
@@ -186,21 +190,13 @@ fn files_with_data_on(brick_path: &Path, root: &Path, files: &Files) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn day_two_operations_on_real_gluster() {
     let started = Instant::now();
-    let cp = ControlPlane::ensure().unwrap();
-    let client = cp.client().await.unwrap();
-    ControlPlane::install_crds(&client, &gk_operator::crd::all())
-        .await
-        .unwrap();
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let ns = format!("gk-d2-{}-{}", std::process::id(), stamp % 1_000_000);
-    ControlPlane::ensure_namespace(&client, &ns).await.unwrap();
-
-    let net = Arc::new(GlusterNet::start(4).unwrap());
-    let nodes: HashMap<String, usize> = (0..4).map(|i| (format!("storage-{}", i + 1), i)).collect();
-    let kubelet = StandInKubelet::start(client.clone(), &ns, net.clone(), nodes);
+    let support::OperatorEnv {
+        cp,
+        client,
+        ns,
+        net,
+        kubelet,
+    } = support::operator_env("gk-d2", 4).await;
     // An operator of its own: another one on this shared apiserver (a deployed one, say)
     // leaves objects of this instance alone.
     let instance = format!("day2-{}", std::process::id());
@@ -498,9 +494,18 @@ async fn day_two_operations_on_real_gluster() {
         .await
     };
     pdb_allows(1).await;
+    let events_before = kubelet.events().len();
     pods.evict("pool-storage-1-0", &EvictParams::default())
         .await
         .unwrap();
+    wait_until("the evicted pod's processes restarted", 120, async || {
+        kubelet.events()[events_before..]
+            .iter()
+            .any(|e| e.started && e.node == "storage-1")
+            .then_some(())
+    })
+    .await;
+    gluster_healthy(&net, &gname).await;
     wait_until("the evicted pod is back", 120, async || {
         let s = clusters.get("pool").await.ok()?.status?;
         (s.nodes_summary.as_deref() == Some("4/4")).then_some(())
@@ -518,6 +523,30 @@ async fn day_two_operations_on_real_gluster() {
         .expect("a brick on storage-3")
         .brick
         .clone();
+    gluster_healthy(&net, &gname).await;
+    // The long-lived client must be connected to the restarted brick again before a second
+    // node dies, or it has one brick of three and loses quorum: a write it makes now has to
+    // land on all three bricks. (The servers' view above says nothing about this client.)
+    let set: Vec<String> = g()
+        .volume_info(&gname)
+        .await
+        .unwrap()
+        .unwrap()
+        .bricks
+        .iter()
+        .map(|b| b.brick.path.clone())
+        .collect();
+    let mut probe_n = 0;
+    wait_until("the client connected to every brick", 120, async || {
+        probe_n += 1;
+        let name = format!("probe-{probe_n}");
+        std::fs::write(root.join(&name), b"probe").ok()?;
+        let everywhere = set
+            .iter()
+            .all(|b| std::fs::read(Path::new(b).join(&name)).is_ok_and(|c| c == b"probe"));
+        everywhere.then_some(())
+    })
+    .await;
     eprintln!("day2: killing storage-3 at {:?}", started.elapsed());
     kubelet.kill_node("storage-3");
     wait_until("data Degraded with 2/3 bricks", 90, async || {

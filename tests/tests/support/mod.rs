@@ -1,0 +1,65 @@
+//! Shared by the operator tests: a fresh namespace on the shared control plane with glusterd
+//! nodes behind the stand-in kubelet, and polling with a deadline.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gk_testenv::gluster_net::GlusterNet;
+use gk_testenv::k8s::ControlPlane;
+use gk_testenv::kubelet::StandInKubelet;
+
+/// What an operator test runs against.
+pub struct OperatorEnv {
+    #[allow(dead_code)] // each test binary compiles this module; not every test runs kubectl
+    pub cp: ControlPlane,
+    pub client: kube::Client,
+    pub ns: String,
+    pub net: Arc<GlusterNet>,
+    pub kubelet: StandInKubelet,
+}
+
+/// The control plane with current CRDs, a namespace of its own named `<prefix>-<pid>-<time>`
+/// (pids wrap quickly here, and a namespace of an earlier run may still be terminating), and
+/// `nodes` glusterd nodes served as Kubernetes nodes storage-1, storage-2, ….
+pub async fn operator_env(prefix: &str, nodes: usize) -> OperatorEnv {
+    let cp = ControlPlane::ensure().unwrap();
+    let client = cp.client().await.unwrap();
+    ControlPlane::install_crds(&client, &gk_operator::crd::all())
+        .await
+        .unwrap();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let ns = format!("{prefix}-{}-{}", std::process::id(), stamp % 1_000_000);
+    ControlPlane::ensure_namespace(&client, &ns).await.unwrap();
+    let net = Arc::new(GlusterNet::start(nodes).unwrap());
+    let names: HashMap<String, usize> = (0..nodes)
+        .map(|i| (format!("storage-{}", i + 1), i))
+        .collect();
+    let kubelet = StandInKubelet::start(client.clone(), &ns, net.clone(), names);
+    OperatorEnv {
+        cp,
+        client,
+        ns,
+        net,
+        kubelet,
+    }
+}
+
+/// Polls `probe` until it returns a value; fails the test after `secs`. A probe that hangs
+/// (an API call, a FUSE lookup) counts as a miss rather than blocking for ever.
+pub async fn wait_until<T>(what: &str, secs: u64, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Ok(Some(v)) = tokio::time::timeout(Duration::from_secs(30), probe()).await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
