@@ -363,35 +363,26 @@ async fn tls_encrypts_authenticates_and_rotates() {
         "without secure-access or --secure-mgmt the volfile was fetched in clear"
     );
     let dir = per_mount.mount_dir("secure-mgmt").unwrap();
-    let mut words = per_mount.mounter().wrapper;
-    words.extend([
-        "glusterfs".to_string(),
-        "--secure-mgmt=yes".into(),
-        format!("--volfile-server={}", net.nodes()[0].address),
-        "--volfile-id=sec".into(),
-        format!("--log-file={}", per_mount.log_file("secure-mgmt").display()),
-        dir.display().to_string(),
-    ]);
-    let out = std::process::Command::new(&words[0])
-        .args(&words[1..])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let mut mounted = false;
-    for _ in 0..100 {
-        if mount::is_mounted(&dir).unwrap() {
-            mounted = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let log = per_mount.log_file("secure-mgmt");
+    let mounter = per_mount.mounter();
+    if let Err(e) = mounter
+        .mount_secure(&net.mount_source("sec"), &dir, &log, false)
+        .await
+    {
+        panic!("{e}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
     }
-    assert!(
-        mounted,
-        "glusterfs --secure-mgmt=yes did not mount: {}",
-        std::fs::read_to_string(per_mount.log_file("secure-mgmt")).unwrap_or_default()
-    );
-    std::fs::write(dir.join("per-mount"), b"ok").unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub/per-mount"), b"ok").unwrap();
+    mount::unmount(&dir).unwrap();
+    // A subdirectory, read-only, the same way.
+    let mut sub = net.mount_source("sec");
+    sub.subdir = Some("sub".into());
+    mounter.mount_secure(&sub, &dir, &log, true).await.unwrap();
     assert_eq!(std::fs::read(dir.join("per-mount")).unwrap(), b"ok");
+    assert!(
+        std::fs::write(dir.join("x"), b"x").is_err(),
+        "a read-only mount took a write"
+    );
     mount::unmount(&dir).unwrap();
     mount::unmount(&sec_dir).unwrap();
 }

@@ -216,10 +216,53 @@ impl Mounter {
         if source.subdir.is_some() {
             return Err(invalid("subdir", "a quota client mounts the whole volume"));
         }
+        tracing::info!(target = %target.display(), "mounting as quota client");
+        self.mount_direct(
+            source,
+            target,
+            log_file,
+            vec![format!("--client-pid={QUOTA_CLIENT_PID}")],
+        )
+        .await
+    }
+
+    /// Mounts with TLS on the management connection for this mount only (`glusterfs
+    /// --secure-mgmt=yes`). Gluster turns management TLS on for every process of a host that
+    /// has /var/lib/glusterd/secure-access, and `mount.glusterfs` has no per-mount option, so
+    /// a node plugin serving clusters with and without TLS starts the client itself for the
+    /// TLS ones. The client's certificate is read from OpenSSL's directory (/usr/lib/ssl on
+    /// Debian).
+    pub async fn mount_secure(
+        &self,
+        source: &MountSource,
+        target: &Path,
+        log_file: &Path,
+        read_only: bool,
+    ) -> Result<(), MountError> {
+        // spec() (in mount_direct) validates the subdirectory before it becomes an argument.
+        let mut args = vec!["--secure-mgmt=yes".to_string()];
+        if let Some(sub) = &source.subdir {
+            args.push(format!("--subdir-mount=/{sub}"));
+        }
+        if read_only {
+            args.push("--read-only".into());
+        }
+        tracing::info!(target = %target.display(), "mounting with management TLS");
+        self.mount_direct(source, target, log_file, args).await
+    }
+
+    /// Starts the FUSE client directly with `args` before the volfile servers.
+    async fn mount_direct(
+        &self,
+        source: &MountSource,
+        target: &Path,
+        log_file: &Path,
+        args: Vec<String>,
+    ) -> Result<(), MountError> {
         let spec = source.spec()?;
         let mut words = self.wrapper.clone();
         words.push("glusterfs".into());
-        words.push(format!("--client-pid={QUOTA_CLIENT_PID}"));
+        words.extend(args);
         words.extend(
             source
                 .unique_servers()?
@@ -230,7 +273,6 @@ impl Mounter {
         words.push(format!("--log-file={}", log_file.display()));
         let mut cmd = Command::new(&words[0]);
         cmd.args(&words[1..]).arg(target).stdin(Stdio::null());
-        tracing::info!(%spec, target = %target.display(), "mounting as quota client");
         let out = cmd.output().await.map_err(MountError::Spawn)?;
         // The client daemonises before the kernel mount exists; wait for it as
         // mount.glusterfs does.
