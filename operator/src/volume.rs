@@ -575,6 +575,14 @@ async fn cleanup(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
     let creds = cluster::read_credentials(&ctx.client, &gc).await?;
     let (mut agents, _down) = cluster::agents(ctx, &gc, &creds).await?;
     let Some(anchor) = agents.first_mut() else {
+        // A volume is created only through an answering agent, which also puts the node in
+        // the cluster's status: with neither recorded, nothing of this volume is in gluster.
+        let pool_never_formed = gc.status.as_ref().is_none_or(|s| s.peers.is_empty());
+        let never_created = gv.status.as_ref().is_none_or(|s| s.volume_id.is_none());
+        if pool_never_formed && never_created {
+            tracing::info!(volume = %name, "never created in gluster; nothing to delete");
+            return Ok(Action::await_change());
+        }
         return Err(Error::NotReady(format!(
             "no brick agent of cluster {} answers; cannot delete {name}",
             gc.name_any()
