@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use gk_agent::proto::brick_agent_client::BrickAgentClient;
-use gk_agent::proto::{SubdirCreateRequest, SubdirDeleteRequest, VolumeRequest};
+use gk_agent::proto::{QuotaEntry, SubdirCreateRequest, SubdirDeleteRequest, VolumeRequest};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
@@ -170,18 +170,22 @@ impl Pool {
             .map_err(|s| agent_status(pool, s))
     }
 
-    /// Directories with a limit, and the limit in bytes.
-    pub async fn dirs(&mut self, pool: &ObjectKey) -> Result<Vec<(String, u64)>, Status> {
-        let list = self
-            .agent
+    /// The pool's top-level directories that carry a limit, as the agent reads them.
+    async fn limited(&mut self, pool: &ObjectKey) -> Result<Vec<QuotaEntry>, Status> {
+        self.agent
             .subdir_list(VolumeRequest {
                 name: self.volume.clone(),
             })
             .await
-            .map_err(|s| agent_status(pool, s))?
-            .into_inner();
-        Ok(list
-            .entries
+            .map(|r| r.into_inner().entries)
+            .map_err(|s| agent_status(pool, s))
+    }
+
+    /// Directories with a limit, and the limit in bytes.
+    pub async fn dirs(&mut self, pool: &ObjectKey) -> Result<Vec<(String, u64)>, Status> {
+        Ok(self
+            .limited(pool)
+            .await?
             .into_iter()
             .filter_map(|e| {
                 let dir = e.path.strip_prefix('/')?;
@@ -209,16 +213,9 @@ impl Pool {
             .map(|b| b.size_free_bytes)
             .min()
             .unwrap_or(0);
-        let quotas = self
-            .agent
-            .subdir_list(VolumeRequest {
-                name: self.volume.clone(),
-            })
-            .await
-            .map_err(|s| agent_status(pool, s))?
-            .into_inner();
-        let promised: u64 = quotas
-            .entries
+        let promised: u64 = self
+            .limited(pool)
+            .await?
             .iter()
             .map(|q| q.hard_limit_bytes.saturating_sub(q.used_bytes))
             .sum();
