@@ -15,6 +15,11 @@ use crate::{
     RebalanceStatus, Volume, VolumeLayout, VolumeStatus,
 };
 
+/// glusterd's answer when the mount it needs for quota bookkeeping did not come up.
+const AUX_MOUNT_FAILED: &str = "Failed to start aux mount";
+const AUX_MOUNT_ATTEMPTS: u32 = 4;
+const AUX_MOUNT_FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+
 fn words(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| s.to_string()).collect()
 }
@@ -174,15 +179,42 @@ impl<R: CommandRunner> Gluster<R> {
         validate_volume_name(name)?;
         validate_quota_path(path)?;
         validate_quota_bytes(bytes)?;
-        self.verdict(words(&[
+        let args = words(&[
             "volume",
             "quota",
             name,
             "limit-usage",
             path,
             &bytes.to_string(),
-        ]))
-        .await
+        ]);
+        self.retry_aux_mount(|| self.verdict(args.clone())).await
+    }
+
+    /// Runs a quota command again when glusterd could not start its auxiliary mount.
+    /// glusterd unmounts that mount lazily after each quota command, so the next one can
+    /// find the mount point still busy; the same command succeeds moments later.
+    async fn retry_aux_mount<T, F, Fut>(&self, mut run: F) -> Result<T, GlusterError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, GlusterError>>,
+    {
+        let mut pause = AUX_MOUNT_FIRST_PAUSE;
+        for _ in 1..AUX_MOUNT_ATTEMPTS {
+            match run().await {
+                Err(GlusterError::Command { ref message, .. })
+                    if message.contains(AUX_MOUNT_FAILED) =>
+                {
+                    tracing::info!(
+                        ?pause,
+                        "glusterd could not start its quota aux mount; retrying"
+                    );
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                other => return other,
+            }
+        }
+        run().await
     }
 
     /// Every usage limit with its current use. No limits at all is an empty list.
@@ -191,7 +223,11 @@ impl<R: CommandRunner> Gluster<R> {
     /// namespace, so this must run where glusterd's `/var/run/gluster` is visible.
     pub async fn quota_list(&self, name: &str) -> Result<Vec<QuotaEntry>, GlusterError> {
         validate_volume_name(name)?;
-        match parse_quota_list(&self.xml(words(&["volume", "quota", name, "list"])).await?) {
+        let args = words(&["volume", "quota", name, "list"]);
+        let listed = self
+            .retry_aux_mount(|| async { parse_quota_list(&self.xml(args.clone()).await?) })
+            .await;
+        match listed {
             Err(GlusterError::Command { message, .. })
                 if message == format!("No quota configured on volume {name}") =>
             {
@@ -206,10 +242,8 @@ impl<R: CommandRunner> Gluster<R> {
     pub async fn quota_remove(&self, name: &str, path: &str) -> Result<(), GlusterError> {
         validate_volume_name(name)?;
         validate_quota_path(path)?;
-        match self
-            .verdict(words(&["volume", "quota", name, "remove", path]))
-            .await
-        {
+        let args = words(&["volume", "quota", name, "remove", path]);
+        match self.retry_aux_mount(|| self.verdict(args.clone())).await {
             Err(GlusterError::Command { message, .. })
                 if message.starts_with("removexattr failed on ")
                     && message.ends_with(". Reason : No data available") =>
@@ -585,6 +619,64 @@ mod tests {
                 "volume rebalance d21 start",
             ]
         );
+    }
+
+    /// Answers each command with the next output in its queue; the last one repeats.
+    struct Sequence {
+        answers: Mutex<Vec<CommandOutput>>,
+        calls: Mutex<u32>,
+    }
+
+    impl CommandRunner for Sequence {
+        async fn run(&self, _args: &[String]) -> Result<CommandOutput, GlusterError> {
+            *self.calls.lock().unwrap() += 1;
+            let mut answers = self.answers.lock().unwrap();
+            Ok(if answers.len() > 1 {
+                answers.remove(0)
+            } else {
+                answers[0].clone()
+            })
+        }
+    }
+
+    fn sequence(answers: Vec<CommandOutput>) -> Gluster<Sequence> {
+        Gluster::new(Sequence {
+            answers: Mutex::new(answers),
+            calls: Mutex::default(),
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quota_commands_retry_when_glusterd_cannot_start_its_aux_mount() {
+        let busy = xml(include_str!("../testdata/quota-remove-aux-mount.xml"));
+        let done = xml(include_str!("../testdata/quota-remove.xml"));
+        let g = sequence(vec![busy.clone(), busy.clone(), done]);
+        g.quota_remove("r3", "/pv2").await.unwrap();
+        assert_eq!(*g.runner_for_tests().calls.lock().unwrap(), 3);
+
+        // A mount that never comes up is reported after a bounded number of tries.
+        let g = sequence(vec![busy]);
+        let err = g
+            .quota_limit_usage("r3", "/pv2", 1 << 30)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("Failed to start aux mount"),
+            "{err}"
+        );
+        assert_eq!(
+            *g.runner_for_tests().calls.lock().unwrap(),
+            AUX_MOUNT_ATTEMPTS
+        );
+
+        // Other refusals are not retried.
+        let g = sequence(vec![xml(include_str!(
+            "../testdata/quota-limit-usage-nodir.xml"
+        ))]);
+        g.quota_limit_usage("r3", "/pv2", 1 << 30)
+            .await
+            .unwrap_err();
+        assert_eq!(*g.runner_for_tests().calls.lock().unwrap(), 1);
     }
 
     #[tokio::test]

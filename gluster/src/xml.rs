@@ -484,6 +484,10 @@ mod tests {
         ),
         ("quota-list.xml", include_str!("../testdata/quota-list.xml")),
         (
+            "quota-remove-aux-mount.xml",
+            include_str!("../testdata/quota-remove-aux-mount.xml"),
+        ),
+        (
             "quota-remove-missing.xml",
             include_str!("../testdata/quota-remove-missing.xml"),
         ),
