@@ -121,7 +121,16 @@ pub async fn run(
     let volumes = Api::<GlusterVolume>::all(client.clone());
     let ctx_for_pvs = ctx.clone();
     let shutdown_for_pvs = shutdown.clone();
-    let volume_ctrl = Controller::new(volumes, watcher::Config::default().labels(&selector))
+    let volume_ctrl = Controller::new(volumes, watcher::Config::default().labels(&selector));
+    let known_volumes = volume_ctrl.store();
+    let volume_ctrl = volume_ctrl
+        // A brick pod going away or coming back changes its volumes' health now, not at the
+        // next refresh: a short outage would otherwise never show in status.
+        .watches(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default().labels(crate::cluster::BRICK_POD_SELECTOR),
+            move |pod| crate::volume::pod_to_volumes(&known_volumes.state(), &pod),
+        )
         .graceful_shutdown_on(shutdown)
         .run(crate::volume::reconcile, error_policy, ctx)
         .for_each(|r| async move {

@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use tonic::Code;
 
@@ -630,9 +631,63 @@ async fn cleanup(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
     Ok(Action::await_change())
 }
 
+/// The volumes of the cluster a brick pod belongs to.
+pub fn pod_to_volumes(
+    volumes: &[Arc<GlusterVolume>],
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> Vec<ObjectRef<GlusterVolume>> {
+    let (Some(cluster), Some(ns)) = (
+        pod.labels().get(crate::cluster::LABEL_CLUSTER),
+        pod.namespace(),
+    ) else {
+        return Vec::new();
+    };
+    volumes
+        .iter()
+        .filter(|v| &v.spec.cluster == cluster && v.namespace().as_deref() == Some(ns.as_str()))
+        .map(|v| ObjectRef::from_obj(v.as_ref()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_brick_pod_wakes_the_volumes_of_its_cluster_only() {
+        let vol = |ns: &str, name: &str, cluster: &str| -> Arc<GlusterVolume> {
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"cluster": cluster, "type": "Distribute", "size": "1Gi"},
+                }))
+                .unwrap(),
+            )
+        };
+        let volumes = [
+            vol("storage", "pool", "c1"),
+            vol("storage", "other", "c2"),
+            vol("elsewhere", "same-name-cluster", "c1"),
+            vol("storage", "scratch", "c1"),
+        ];
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c1-node-a-0", "namespace": "storage",
+                         "labels": {crate::cluster::LABEL_CLUSTER: "c1"}},
+        }))
+        .unwrap();
+        let woken: Vec<String> = pod_to_volumes(&volumes, &pod)
+            .into_iter()
+            .map(|r| format!("{}/{}", r.namespace.unwrap(), r.name))
+            .collect();
+        assert_eq!(woken, ["storage/pool", "storage/scratch"]);
+
+        let unlabelled: k8s_openapi::api::core::v1::Pod = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "x", "namespace": "storage"}}),
+        )
+        .unwrap();
+        assert!(pod_to_volumes(&volumes, &unlabelled).is_empty());
+    }
 
     fn pv(driver: &str, pool: Option<&str>) -> PersistentVolume {
         let mut attrs = serde_json::json!({});
