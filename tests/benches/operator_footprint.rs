@@ -1,0 +1,490 @@
+//! Operator footprint and time to Ready, against the real apiserver and controller-manager and
+//! real glusterd behind the stand-in kubelet:
+//!
+//! - time from `kubectl apply` to Ready for a 3-node GlusterCluster and for a replica-3
+//!   GlusterVolume;
+//! - the operator's peak RSS and CPU while it brings up VOLUMES GlusterVolumes and PVS
+//!   PersistentVolumes of our CSI driver spread over them;
+//! - its RSS and CPU in a steady state of STEADY seconds where nothing changes, at the
+//!   production refresh interval (30 s).
+//!
+//!   cargo bench -p gk-testenv --bench operator_footprint -- [VOLUMES] [PVS] [STEADY]
+//!
+//! The operator runs in a process of its own (this binary re-executed, running the same
+//! `controller::run` as the shipped binary) so that /proc shows its figures alone; the brick
+//! agents run in this process. Prints a Markdown table; docs/benchmarks/operator-footprint.md
+//! keeps the committed results.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use gk_operator::controller::{self, Config, INSTANCE_LABEL};
+use gk_operator::crd::{GlusterCluster, GlusterVolume};
+use gk_operator::metrics::Metrics;
+use gk_testenv::gluster_net::GlusterNet;
+use gk_testenv::k8s::ControlPlane;
+use gk_testenv::kubelet::StandInKubelet;
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use serde_json::json;
+
+/// Set in the re-executed child: where it writes its metrics.
+const CHILD_METRICS: &str = "GK_BENCH_OPERATOR_METRICS";
+const CHILD_INSTANCE: &str = "GK_BENCH_OPERATOR_INSTANCE";
+const DRIVER: &str = "gluster.glusterkube.dev";
+/// On the bench's namespaces and PersistentVolumes, so that a later run can clean up after
+/// one that failed.
+const BENCH_LABEL: &str = "glusterkube.dev/bench=footprint";
+
+fn main() {
+    if let Ok(path) = std::env::var(CHILD_METRICS) {
+        run_operator(PathBuf::from(path));
+        return;
+    }
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let volumes = args.first().copied().unwrap_or(50) as usize;
+    let pvs = args.get(1).copied().unwrap_or(1000) as usize;
+    let steady = Duration::from_secs(args.get(2).copied().unwrap_or(120));
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(bench(volumes, pvs, steady));
+}
+
+/// The child: the operator's controllers with production settings, like the shipped binary's
+/// runtime (tokio's default multi-thread scheduler), writing its metrics to a file.
+fn run_operator(metrics_file: PathBuf) {
+    let instance = std::env::var(CHILD_INSTANCE).expect("instance");
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let client = kube::Client::try_default().await.expect("kube client");
+        let config = Config {
+            instance: Some(instance),
+            brick_image: "glusterkube/brick:test".into(),
+            ..Config::default()
+        };
+        let metrics = Arc::new(Metrics::default());
+        let m = metrics.clone();
+        tokio::spawn(async move {
+            loop {
+                let tmp = metrics_file.with_extension("tmp");
+                if std::fs::write(&tmp, m.encode()).is_ok() {
+                    let _ = std::fs::rename(&tmp, &metrics_file);
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        });
+        controller::run(client, config, metrics, std::future::pending()).await;
+    });
+}
+
+/// The operator's process, ended with the bench even when the bench fails.
+struct Operator(std::process::Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// CPU seconds (user + system) and current and peak RSS of a process, from /proc.
+#[derive(Debug, Clone, Copy, Default)]
+struct Usage {
+    cpu: f64,
+    rss_kib: u64,
+    peak_kib: u64,
+}
+
+fn usage(pid: u32, ticks: f64) -> Option<Usage> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: f64 = rest.get(11)?.parse().ok()?;
+    let stime: f64 = rest.get(12)?.parse().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |key: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some(Usage {
+        cpu: (utime + stime) / ticks,
+        rss_kib: kib("VmRSS:")?,
+        peak_kib: kib("VmHWM:")?,
+    })
+}
+
+fn clock_ticks() -> f64 {
+    let out = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .expect("getconf");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("CLK_TCK")
+}
+
+/// The sum of one metric over its label sets that contain `label`, from the child's metrics
+/// file.
+fn metric_sum(file: &Path, name: &str, label: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let values: Vec<f64> = text
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{') && l.contains(label))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
+}
+
+async fn wait_for<T>(what: &str, secs: u64, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Ok(Some(v)) = tokio::time::timeout(Duration::from_secs(30), probe()).await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn is_true(conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], t: &str) -> bool {
+    conds.iter().any(|c| c.type_ == t && c.status == "True")
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
+    assert!(volume_count >= 1, "VOLUMES must be at least 1");
+    let cp = ControlPlane::ensure().expect("control plane");
+    let client = cp.client().await.unwrap();
+    ControlPlane::install_crds(&client, &gk_operator::crd::all())
+        .await
+        .unwrap();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let ns = format!("gk-footprint-{}", stamp % 1_000_000);
+    let instance = format!("footprint-{}", std::process::id());
+    clean_up(&client).await;
+    ControlPlane::ensure_namespace(&client, &ns).await.unwrap();
+    let (key, value) = BENCH_LABEL.split_once('=').unwrap();
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .patch(
+            &ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {key: value}}})),
+        )
+        .await
+        .unwrap();
+    let net = Arc::new(GlusterNet::start(3).expect("glusterd nodes"));
+    let names: HashMap<String, usize> = (0..3).map(|i| (format!("storage-{}", i + 1), i)).collect();
+    let _kubelet = StandInKubelet::start(client.clone(), &ns, net.clone(), names);
+
+    let dir = tempfile::tempdir().unwrap();
+    let metrics_file = dir.path().join("metrics.txt");
+    let child = Operator(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .env(CHILD_METRICS, &metrics_file)
+            .env(CHILD_INSTANCE, &instance)
+            .env("KUBECONFIG", &cp.kubeconfig)
+            .spawn()
+            .expect("starting the operator"),
+    );
+    let pid = child.0.id();
+    let ticks = clock_ticks();
+    let started = Instant::now();
+
+    // Sample RSS every 200 ms: VmHWM is the kernel's own peak, the samples give the steady
+    // state's range.
+    let samples: Arc<Mutex<Vec<(Instant, Usage)>>> = Arc::default();
+    let sampler = {
+        let samples = samples.clone();
+        tokio::spawn(async move {
+            while let Some(u) = usage(pid, ticks) {
+                samples.lock().unwrap().push((Instant::now(), u));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let labels = json!({INSTANCE_LABEL: instance});
+
+    // 1. A 3-node GlusterCluster: apply to Ready.
+    let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), &ns);
+    let gc: GlusterCluster = serde_json::from_value(json!({
+        "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterCluster",
+        "metadata": {"name": "pool", "labels": labels},
+        "spec": {"nodes": [
+            {"name": "storage-1", "storage": {"directory": "/srv/glusterkube"}},
+            {"name": "storage-2", "storage": {"directory": "/srv/glusterkube"}},
+            {"name": "storage-3", "storage": {"directory": "/srv/glusterkube"}},
+        ]}
+    }))
+    .unwrap();
+    let t = Instant::now();
+    clusters.create(&PostParams::default(), &gc).await.unwrap();
+    wait_for("GlusterCluster Ready", 300, async || {
+        let c = clusters.get("pool").await.ok()?;
+        is_true(&c.status?.conditions, "Ready").then_some(())
+    })
+    .await;
+    let cluster_ready = t.elapsed();
+
+    // 2. One replica-3 GlusterVolume: apply to Ready (started, bricks online, profile set).
+    let volumes: Api<GlusterVolume> = Api::namespaced(client.clone(), &ns);
+    let volume = |name: String| -> GlusterVolume {
+        serde_json::from_value(json!({
+            "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"cluster": "pool", "type": "Replicate", "replica": 3, "brickCount": 3},
+        }))
+        .unwrap()
+    };
+    let names: Vec<String> = (0..volume_count).map(|i| format!("vol-{i:03}")).collect();
+    let ready = async |name: &str| {
+        let v = volumes.get(name).await.ok()?;
+        let s = v.status?;
+        (is_true(&s.conditions, "Ready") && !is_true(&s.conditions, "Degraded")).then_some(())
+    };
+    let t = Instant::now();
+    volumes
+        .create(&PostParams::default(), &volume(names[0].clone()))
+        .await
+        .unwrap();
+    wait_for("the first GlusterVolume Ready", 300, async || {
+        ready(&names[0]).await
+    })
+    .await;
+    let volume_ready = t.elapsed();
+
+    // 3. The other volumes, applied at once.
+    let t = Instant::now();
+    for name in &names[1..] {
+        volumes
+            .create(&PostParams::default(), &volume(name.clone()))
+            .await
+            .unwrap();
+    }
+    for name in &names[1..] {
+        wait_for(&format!("{name} Ready"), 1800, async || ready(name).await).await;
+    }
+    let rest_ready = t.elapsed();
+
+    // 4. PersistentVolumes of our driver spread over the volumes, as the CSI controller
+    // writes them (the operator counts them per volume and checks them before deletion).
+    let pv_api: Api<PersistentVolume> = Api::all(client.clone());
+    let pv_names: Vec<String> = (0..pv_count).map(|i| format!("{ns}-pv-{i:05}")).collect();
+    let t = Instant::now();
+    futures::stream::iter(pv_names.iter().enumerate())
+        .for_each_concurrent(16, |(i, name)| {
+            let pv_api = pv_api.clone();
+            let pool = format!("{ns}/{}", names[i % names.len()]);
+            async move {
+                let pv: PersistentVolume = serde_json::from_value(json!({
+                    "metadata": {"name": name, "labels": {key: value}},
+                    "spec": {
+                        "capacity": {"storage": "1Gi"},
+                        "accessModes": ["ReadWriteMany"],
+                        "persistentVolumeReclaimPolicy": "Retain",
+                        "csi": {"driver": DRIVER, "volumeHandle": format!("subdir/{pool}/{name}"),
+                                "volumeAttributes": {"pool": pool, "mode": "subdir"}},
+                    }
+                }))
+                .unwrap();
+                pv_api.create(&PostParams::default(), &pv).await.unwrap();
+            }
+        })
+        .await;
+    let want = pv_count as f64;
+    let ns_label = format!("namespace=\"{ns}\"");
+    wait_for(
+        "the operator to count every PersistentVolume",
+        120,
+        async || {
+            let counted = metric_sum(
+                &metrics_file,
+                "glusterkube_volume_persistent_volumes",
+                &ns_label,
+            );
+            (counted == Some(want)).then_some(())
+        },
+    )
+    .await;
+    let pvs_counted = t.elapsed();
+    let online =
+        metric_sum(&metrics_file, "glusterkube_volume_bricks_online", &ns_label).unwrap_or(0.0);
+    assert_eq!(
+        online,
+        3.0 * volume_count as f64,
+        "the operator's metrics show every brick of every volume online"
+    );
+    let built = usage(pid, ticks).expect("operator running");
+    let build_wall = started.elapsed();
+
+    // 5. Steady state: nothing changes for `steady`; the operator refreshes every volume's
+    // health every 30 s.
+    let steady_from = Instant::now();
+    let before = usage(pid, ticks).expect("operator running");
+    tokio::time::sleep(steady).await;
+    let after = usage(pid, ticks).expect("operator running");
+    let steady_rss: Vec<u64> = samples
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(at, _)| *at >= steady_from)
+        .map(|(_, u)| u.rss_kib)
+        .collect();
+    let reconciles = metric_sum(&metrics_file, "glusterkube_reconciles_total", "").unwrap_or(0.0);
+    sampler.abort();
+    drop(child);
+
+    let mut rows: BTreeMap<u8, (String, String)> = BTreeMap::new();
+    let mut row = |k: u8, what: &str, value: String| {
+        rows.insert(k, (what.to_string(), value));
+    };
+    row(
+        1,
+        "3-node GlusterCluster: apply → Ready",
+        secs(cluster_ready),
+    );
+    row(
+        2,
+        "replica-3 GlusterVolume: apply → Ready",
+        secs(volume_ready),
+    );
+    row(
+        3,
+        &format!(
+            "{} more GlusterVolumes applied at once → all Ready",
+            volume_count - 1
+        ),
+        secs(rest_ready),
+    );
+    row(
+        4,
+        &format!("{pv_count} PersistentVolumes created → all in the operator's metrics (counted every 30 s)"),
+        secs(pvs_counted),
+    );
+    row(
+        5,
+        "operator peak RSS (build-up and steady state)",
+        mib(after.peak_kib),
+    );
+    row(
+        6,
+        "operator CPU during build-up (seconds, % of one core)",
+        format!(
+            "{:.1} s over {}, {:.1} %",
+            built.cpu,
+            secs(build_wall),
+            100.0 * built.cpu / build_wall.as_secs_f64()
+        ),
+    );
+    let (lo, hi) = (
+        steady_rss.iter().min().copied().unwrap_or(0),
+        steady_rss.iter().max().copied().unwrap_or(0),
+    );
+    row(
+        7,
+        &format!("operator RSS in steady state ({} s)", steady.as_secs()),
+        format!("{} – {}", mib(lo), mib(hi)),
+    );
+    let steady_cpu = after.cpu - before.cpu;
+    row(
+        8,
+        "operator CPU in steady state (% of one core)",
+        format!(
+            "{:.2} % ({:.1} s over {})",
+            100.0 * steady_cpu / steady.as_secs_f64(),
+            steady_cpu,
+            secs(steady)
+        ),
+    );
+    row(
+        9,
+        "reconciles started in the whole run",
+        format!("{reconciles:.0}"),
+    );
+    println!(
+        "\n{volume_count} GlusterVolumes (replica 3), {pv_count} PersistentVolumes, refresh 30 s\n"
+    );
+    println!("| measure | result |\n|---|---|");
+    for (what, value) in rows.values() {
+        println!("| {what} | {value} |");
+    }
+
+    clean_up(&client).await;
+}
+
+/// Leaves the shared apiserver as the bench found it, also after an earlier run that failed
+/// half-way: its PersistentVolumes go, and its namespaces go with their custom resources, which
+/// first lose their finalizers (no operator serves them any more, and their glusterd nodes
+/// ended with that run).
+async fn clean_up(client: &kube::Client) {
+    let pv_api: Api<PersistentVolume> = Api::all(client.clone());
+    let ours = ListParams::default().labels(BENCH_LABEL);
+    let pv_names: Vec<String> = pv_api
+        .list_metadata(&ours)
+        .await
+        .map(|l| l.items.iter().map(|p| p.name_any()).collect())
+        .unwrap_or_default();
+    futures::stream::iter(pv_names.iter())
+        .for_each_concurrent(16, |name| {
+            let pv_api = pv_api.clone();
+            async move {
+                let _ = pv_api.delete(name, &DeleteParams::default()).await;
+            }
+        })
+        .await;
+    let unfinalize = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    for ns in namespaces.list_metadata(&ours).await.unwrap().items {
+        let ns = ns.name_any();
+        let volumes: Api<GlusterVolume> = Api::namespaced(client.clone(), &ns);
+        for v in volumes
+            .list_metadata(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+        {
+            let _ = volumes
+                .patch(&v.name_any(), &PatchParams::default(), &unfinalize)
+                .await;
+        }
+        let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), &ns);
+        for c in clusters
+            .list_metadata(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+        {
+            let _ = clusters
+                .patch(&c.name_any(), &PatchParams::default(), &unfinalize)
+                .await;
+        }
+        let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
+    }
+}
