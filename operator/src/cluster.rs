@@ -670,9 +670,11 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
     )];
     let volumes = volumes_on(ctx, gc).await?;
     let rollout = rollout(ctx, gc, &mut up, &volumes, old.rollout.as_ref()).await?;
+    let retiring = retire_removed_nodes(ctx, gc, &creds, &mut up, &volumes).await?;
     let (progressing, progress_reason, progress_msg) = match (&rollout.waiting, ready) {
         (Some(w), _) => (true, "RollingUpdate", w.clone()),
         (None, false) => (true, "FormingPool", String::new()),
+        (None, true) if !retiring.is_empty() => (true, "RetiringNodes", retiring.join("; ")),
         (None, true) => (false, "Stable", String::new()),
     };
     desired.push(Desired::new(
@@ -736,6 +738,148 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
     } else {
         std::time::Duration::from_secs(3)
     }))
+}
+
+/// Why a storage node gone from spec.nodes must keep its brick pod for now, or None when it
+/// can leave the trusted pool. Its bricks and a pending replacement of it still need it.
+pub fn retirement_blocker(
+    node: &str,
+    gc: &GlusterCluster,
+    volumes: &[GlusterVolume],
+) -> Option<String> {
+    if gc.spec.replacements.iter().any(|r| r.node == node) {
+        return Some(format!(
+            "{node} was removed from spec.nodes but spec.replacements still lists it; remove \
+             that entry once every volume reports heal pending 0"
+        ));
+    }
+    let holding: Vec<String> = volumes
+        .iter()
+        .filter(|v| {
+            v.status
+                .iter()
+                .flat_map(|s| &s.bricks)
+                .any(|b| b.node == node)
+        })
+        .map(|v| v.name_any())
+        .collect();
+    (!holding.is_empty()).then(|| {
+        format!(
+            "{node} was removed from spec.nodes but holds bricks of GlusterVolume(s) {}; move \
+             them with spec.replacements (or lower those volumes' brickCount) first",
+            holding.join(", ")
+        )
+    })
+}
+
+/// A storage node whose StatefulSet remains although spec.nodes no longer names it.
+fn removed_node(gc: &GlusterCluster, set: &StatefulSet) -> Option<String> {
+    let node = set
+        .spec
+        .as_ref()?
+        .template
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get(ANNOTATION_NODE)?;
+    (!gc.spec.nodes.iter().any(|n| &n.name == node)).then(|| node.clone())
+}
+
+/// Storage nodes removed from spec.nodes leave once nothing of theirs is needed: the peer is
+/// detached from the trusted pool (gluster itself refuses while the peer holds a brick), then
+/// its StatefulSet is deleted. The node-local storage is left as it is. Returns why removed
+/// nodes stay, one message each.
+async fn retire_removed_nodes(
+    ctx: &Context,
+    gc: &GlusterCluster,
+    creds: &AgentCredentials,
+    up: &mut [NodeAgent],
+    volumes: &[GlusterVolume],
+) -> Result<Vec<String>, Error> {
+    let ns = gc.namespace().unwrap_or_default();
+    let selector = format!("{LABEL_CLUSTER}={}", gc.name_any());
+    let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
+    let removed: Vec<(String, String)> = sets
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .iter()
+        .filter(|s| s.metadata.deletion_timestamp.is_none())
+        .filter_map(|s| Some((removed_node(gc, s)?, s.name_any())))
+        .collect();
+    if removed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let pod_list = pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    let mut staying = Vec::new();
+    for (node, set) in removed {
+        if let Some(why) = retirement_blocker(&node, gc, volumes) {
+            staying.push(why);
+            continue;
+        }
+        let Some(anchor) = up.first_mut() else {
+            staying.push(format!(
+                "{node} waits to leave the trusted pool until a remaining node's agent answers"
+            ));
+            continue;
+        };
+        // The peer's own agent names the address the pool knows it by.
+        let ip = pod_list
+            .iter()
+            .filter(|p| p.annotations().get(ANNOTATION_NODE) == Some(&node))
+            .find_map(|p| p.status.as_ref()?.pod_ip.clone());
+        let address = match ip {
+            Some(ip) => match agents::connect(&ip, ctx.config.agent_port, creds)?
+                .health(HealthRequest {})
+                .await
+            {
+                Ok(h) => Some(h.into_inner().address),
+                Err(_) => None,
+            },
+            None => None,
+        };
+        let Some(address) = address else {
+            staying.push(format!(
+                "{node} was removed from spec.nodes; its brick pod must answer so that it can \
+                 leave the trusted pool cleanly"
+            ));
+            continue;
+        };
+        if let Err(s) = anchor
+            .client
+            .peer_detach(PeerRequest {
+                host: address.clone(),
+            })
+            .await
+        {
+            staying.push(format!(
+                "{node} ({address}) could not leave the trusted pool: {}",
+                s.message()
+            ));
+            continue;
+        }
+        sets.delete(&set, &Default::default()).await?;
+        tracing::info!(%node, %address, "storage node left the pool");
+        let ev = Event {
+            type_: EventType::Normal,
+            reason: "NodeRetired".into(),
+            note: Some(format!(
+                "storage node {node} ({address}) left the trusted pool and its StatefulSet {set} \
+                 was deleted; data on its node-local storage was left as it is"
+            )),
+            action: "RetireNode".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&ev, &gc.object_ref(&())).await {
+            tracing::warn!(error = %e, "publishing an event failed");
+        }
+    }
+    Ok(staying)
 }
 
 /// What the rollout did this round.
@@ -1016,6 +1160,52 @@ mod tests {
         )
         .unwrap();
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_removed_node_stays_while_bricks_or_a_replacement_need_it() {
+        let mut gc = cluster();
+        let vol = |name: &str, nodes: &[&str]| -> GlusterVolume {
+            serde_json::from_value(json!({
+                "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+                "metadata": {"name": name, "namespace": "storage"},
+                "spec": {"cluster": "pool", "type": "Distribute", "brickCount": nodes.len()},
+                "status": {"bricks": nodes.iter().map(|n| json!(
+                    {"node": n, "host": "10.0.0.9", "path": "/srv/g/b", "online": true}
+                )).collect::<Vec<_>>()},
+            }))
+            .unwrap()
+        };
+        let volumes = [
+            vol("data", &["node-a", "node-c"]),
+            vol("logs", &["node-c"]),
+            vol("tmp", &["node-a"]),
+        ];
+        let why = retirement_blocker("node-c", &gc, &volumes).unwrap();
+        assert!(why.contains("GlusterVolume(s) data, logs;"), "{why}");
+        assert!(why.contains("spec.replacements"), "{why}");
+        assert_eq!(retirement_blocker("node-c", &gc, &volumes[2..]), None);
+
+        gc.spec.replacements =
+            vec![
+                serde_json::from_value(json!({"node": "node-c", "replacement": "node-a"})).unwrap(),
+            ];
+        let why = retirement_blocker("node-c", &gc, &[]).unwrap();
+        assert!(why.contains("spec.replacements still lists it"), "{why}");
+    }
+
+    #[test]
+    fn only_statefulsets_of_nodes_gone_from_the_spec_are_removed_nodes() {
+        let gc = cluster();
+        let node_a = build_statefulset(&gc, &gc.spec.nodes[0], "img");
+        assert_eq!(removed_node(&gc, &node_a), None);
+        let mut gone = gc.clone();
+        gone.spec.nodes.remove(0);
+        assert_eq!(removed_node(&gone, &node_a).as_deref(), Some("node-a"));
+        // A StatefulSet without the node annotation is not ours to retire.
+        let mut bare = node_a.clone();
+        bare.spec.as_mut().unwrap().template.metadata = None;
+        assert_eq!(removed_node(&gone, &bare), None);
     }
 
     #[test]

@@ -630,6 +630,77 @@ async fn day_two_operations_on_real_gluster() {
     })
     .await;
 
+    // --- storage-3 leaves: removed from spec.nodes, it stays while spec.replacements still
+    // lists it, then leaves the trusted pool and its StatefulSet goes.
+    let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let three = net.nodes()[2].address.clone();
+    let nodes: Vec<serde_json::Value> = [1, 2, 4]
+        .iter()
+        .map(|i| json!({"name": format!("storage-{i}"), "storage": {"directory": "/srv/gk"}}))
+        .collect();
+    clusters
+        .patch(
+            "pool",
+            &PatchParams::default(),
+            &patch(json!({"spec": {"nodes": nodes}})),
+        )
+        .await
+        .unwrap();
+    let why = wait_until("storage-3 held by its replacement entry", 60, async || {
+        let s = clusters.get("pool").await.ok()?.status?;
+        let (_, reason, msg) = condition(&s.conditions, "Progressing")?;
+        (reason == "RetiringNodes").then_some(msg)
+    })
+    .await;
+    assert!(
+        why.contains("storage-3") && why.contains("spec.replacements"),
+        "{why}"
+    );
+    assert!(sts.get_opt("pool-storage-3").await.unwrap().is_some());
+    assert!(g()
+        .peer_status()
+        .await
+        .unwrap()
+        .iter()
+        .any(|p| p.hostname == three));
+    clusters
+        .patch(
+            "pool",
+            &PatchParams::default(),
+            &patch(json!({"spec": {"replacements": null}})),
+        )
+        .await
+        .unwrap();
+    wait_until(
+        "storage-3 out of the pool and its StatefulSet gone",
+        120,
+        async || {
+            let peers = g().peer_status().await.ok()?;
+            let gone = sts.get_opt("pool-storage-3").await.ok()?.is_none();
+            (gone && peers.len() == 2 && !peers.iter().any(|p| p.hostname == three)).then_some(())
+        },
+    )
+    .await;
+    wait_until("the pool Ready 3/3 and Stable", 60, async || {
+        let s = clusters.get("pool").await.ok()?.status?;
+        let stable = condition(&s.conditions, "Progressing")?.1 == "Stable";
+        (s.nodes_summary.as_deref() == Some("3/3") && stable).then_some(())
+    })
+    .await;
+    let retired: Vec<String> = ev_api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("NodeRetired"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert_eq!(retired.len(), 1, "{retired:?}");
+    assert!(retired[0].contains("storage-3"), "{retired:?}");
+    assert_files(&net, &source, &root, &files).await;
+    eprintln!("day2: storage-3 retired after {:?}", started.elapsed());
+
     // --- Deletion: refused while in use, then Retain keeps the data.
     mount::unmount(&root).unwrap();
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
