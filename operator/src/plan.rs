@@ -376,10 +376,22 @@ pub enum RolloutStep {
 /// One pod at a time, in spec order, and only while every pod serves and the data is safe
 /// (`data_safe` is Err with the reason when a brick is offline or heal is pending).
 /// `pods` holds one entry per storage node; `None` is a pod that does not exist (yet).
+///
+/// An outdated pod that does not serve is restarted first, without those checks: its brick is
+/// down already, so restarting it takes nothing more offline, and its new template may be the
+/// fix (a pod stuck pulling a mistyped image, after the image is corrected). Waiting for it to
+/// serve would wait for ever.
 pub fn rollout_step(
     pods: &[(String, Option<BrickPod>)],
     data_safe: Result<(), String>,
 ) -> RolloutStep {
+    let stuck = pods
+        .iter()
+        .filter_map(|(_, p)| p.as_ref())
+        .find(|p| !p.current && !p.serving);
+    if let Some(p) = stuck {
+        return RolloutStep::Restart(p.name.clone());
+    }
     let mut outdated = None;
     for (node, pod) in pods {
         match pod {
@@ -843,6 +855,21 @@ mod tests {
         assert!(matches!(
             rollout_step(&restarting, Ok(())),
             RolloutStep::Wait(w) if w.contains("n1")
+        ));
+
+        // A pod stuck on an old template (an image that cannot be pulled, since corrected) is
+        // restarted at once, data safe or not: it serves nothing already.
+        let mut stuck = all(true, true, false);
+        stuck[2].1 = pod("p3", false, false);
+        assert_eq!(
+            rollout_step(&stuck, Err("brick p3 offline".into())),
+            RolloutStep::Restart("p3".into())
+        );
+        // Once restarted on the current template it is waited for like any other.
+        stuck[2].1 = pod("p3", true, false);
+        assert!(matches!(
+            rollout_step(&stuck, Ok(())),
+            RolloutStep::Wait(w) if w.contains("p3")
         ));
     }
 
