@@ -302,6 +302,85 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     assert_eq!(phase, "Succeeded", "the writer saw an I/O error: {log}");
     assert!(log.contains("all 120 files written and verified"), "{log}");
 
+    // 2b. A brick image that cannot be pulled (a registry on a closed local port: nothing
+    //     leaves the machine) stops the rollout at its first pod, which then serves nothing.
+    //     Correcting the image restarts that pod at once, although its brick is offline, and
+    //     the cluster is whole again without touching the other pods.
+    let bad_at = Instant::now();
+    k.kubectl(&[
+        "-n",
+        NS,
+        "patch",
+        "glustercluster",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"image":"127.0.0.1:9/glusterkube/brick:unpullable"}}"#,
+    ]);
+    until(
+        "the first brick pod stuck pulling the unpullable image",
+        Duration::from_secs(180),
+        Duration::from_secs(1),
+        || {
+            let p = k.json(&["-n", NS, "get", "pod", "demo-gk-node-1-0"]);
+            let waiting = p["status"]["containerStatuses"]
+                .as_array()?
+                .iter()
+                .filter_map(|c| c["state"]["waiting"]["reason"].as_str())
+                .any(|r| r == "ErrImagePull" || r == "ImagePullBackOff");
+            waiting.then_some(())
+        },
+    )
+    .await;
+    until(
+        "the rollout holding at 1 of 3 updated",
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+        || {
+            let c = k.json(&["-n", NS, "get", "glustercluster", "demo"]);
+            (c["status"]["rollout"]["updated"].as_i64() == Some(1)).then_some(())
+        },
+    )
+    .await;
+    // Held there: the other two keep serving the old template.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let held = k.json(&["-n", NS, "get", "glustercluster", "demo"]);
+    assert_eq!(
+        held["status"]["rollout"]["updated"].as_i64(),
+        Some(1),
+        "one pod at a time: {}",
+        held["status"]
+    );
+    for other in ["demo-gk-node-2-0", "demo-gk-node-3-0"] {
+        assert_eq!(k.pod_phase(other), "Running", "{other} was left alone");
+    }
+    k.kubectl(&[
+        "-n",
+        NS,
+        "patch",
+        "glustercluster",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"image":null}}"#,
+    ]);
+    let fixed = until(
+        "the stuck pod restarted on the corrected image and the pool 3/3 again",
+        Duration::from_secs(300),
+        Duration::from_secs(1),
+        || {
+            let c = k.json(&["-n", NS, "get", "glustercluster", "demo"]);
+            let v = k.json(&["-n", NS, "get", "glustervolume", "pool"]);
+            let ok = k.condition(&c, "Ready").as_deref() == Some("True")
+                && k.condition(&c, "Progressing").as_deref() == Some("False")
+                && k.condition(&v, "Degraded").as_deref() == Some("False")
+                && v["status"]["bricksSummary"] == "3/3";
+            ok.then_some(bad_at.elapsed())
+        },
+    )
+    .await;
+    eprintln!("e2e: unpullable image corrected, pool whole {fixed:?} after the bad image");
+
     // 3. The CSI node plugin deleted during writes. The plugin runs the FUSE clients itself
     //    (the chart's default, mountOnHost: false), so the mounts break with it; the restarted
     //    plugin repairs the staging mount and re-binds the published targets before it
