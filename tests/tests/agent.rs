@@ -596,6 +596,49 @@ async fn quota_subdirectory(c: &mut Client, net: &GlusterNet) {
         .into_inner()
         .entries;
     assert!(!listed.iter().any(|q| q.path == "/pvc-a"), "{listed:?}");
+
+    // A limit that is enforced but was never registered with glusterd (the agent stopped with
+    // the registration queued) is registered when the agent next mounts the volume.
+    let own = net.scratch_dir("lost-registration").unwrap();
+    let source = MountSource {
+        servers: vec![net.nodes()[0].address.clone()],
+        volume: "r3".into(),
+        subdir: None,
+    };
+    net.client_mounter()
+        .mount_quota_client(&source, &own, &log)
+        .await
+        .unwrap();
+    std::fs::create_dir(own.join("pvc-lost")).unwrap();
+    gk_agent::quota::write_limit(&own.join("pvc-lost"), 5 << 20).unwrap();
+    mount::unmount(&own).unwrap();
+    // As after a restart: the agent (node 2's, behind `c`) has no mount of r3.
+    mount::unmount(&net.scratch_dir("agent-mounts-n2").unwrap().join("r3")).unwrap();
+    c.subdir_list(VolumeRequest { name: "r3".into() })
+        .await
+        .unwrap();
+    let listed = c
+        .quota_list(VolumeRequest { name: "r3".into() })
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    assert!(
+        listed
+            .iter()
+            .any(|q| q.path == "/pvc-lost" && q.hard_limit_bytes == 5 << 20),
+        "{listed:?}"
+    );
+    assert!(
+        c.subdir_delete(SubdirDeleteRequest {
+            volume: "r3".into(),
+            path: "/pvc-lost".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .deleted
+    );
 }
 
 /// Seed 001: 100 × 1 MiB files with one brick killed half way, then heal to zero.

@@ -141,46 +141,124 @@ pub fn write_limit(dir: &Path, hard_limit_bytes: u64) -> Result<(), AgentError> 
 
 type Key = (String, String);
 
+enum Job {
+    Register(Key),
+    /// Limits found on a volume's directories, to compare with glusterd's list.
+    Resync {
+        volume: String,
+        limits: Vec<(String, u64)>,
+        attempt: u32,
+    },
+}
+
+/// How often a resync whose `quota list` failed is tried again.
+const RESYNC_ATTEMPTS: u32 = 5;
+
+/// The limits set on directories that glusterd's list lacks or holds with another value.
+pub fn unregistered(
+    limits: &[(String, u64)],
+    listed: &[gk_gluster::QuotaEntry],
+) -> Vec<(String, u64)> {
+    limits
+        .iter()
+        .filter(|(path, limit)| {
+            !listed
+                .iter()
+                .any(|q| &q.path == path && q.hard_limit_bytes == *limit)
+        })
+        .cloned()
+        .collect()
+}
+
 /// Registers limits with glusterd in the background, one transaction at a time, under the
 /// volume's lock so that it never races the agent's own gluster transactions on that volume.
 #[derive(Clone)]
 pub struct Registrar {
-    tx: mpsc::UnboundedSender<Key>,
+    tx: mpsc::UnboundedSender<Job>,
     /// The limit still to register per (volume, path); the newest request wins.
     pending: Arc<Mutex<HashMap<Key, u64>>>,
+    /// Volumes whose resync has not yet queued what it found.
+    resyncing: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 impl Registrar {
     pub fn start<R: CommandRunner + 'static>(gluster: Gluster<R>, locks: VolumeLocks) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Key>();
-        let pending: Arc<Mutex<HashMap<Key, u64>>> = Arc::default();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
         let this = Self {
             tx: tx.clone(),
-            pending: pending.clone(),
+            pending: Arc::default(),
+            resyncing: Arc::default(),
         };
-        let want = move |key: &Key| lock(&pending).get(key).copied();
-        let done = this.clone();
+        let me = this.clone();
+        let later = move |job: Job| {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(RETRY_DELAY).await;
+                let _ = tx.send(job);
+            });
+        };
         tokio::spawn(async move {
-            while let Some(key) = rx.recv().await {
-                if want(&key).is_none() {
-                    continue;
-                }
-                let _guard = locks.lock(&key.0).await;
-                // Cancelled or changed while waiting for the lock: the map has the truth.
-                let Some(limit) = want(&key) else { continue };
-                match gluster.quota_limit_usage(&key.0, &key.1, limit).await {
-                    Ok(()) => done.finish(&key, limit),
-                    Err(e) => {
-                        tracing::warn!(
-                            volume = %key.0, path = %key.1, error = %e,
-                            "glusterd did not take a quota limit that is already enforced; \
-                             retrying in {RETRY_DELAY:?}"
-                        );
-                        let tx = tx.clone();
-                        tokio::spawn(async move {
-                            tokio::time::sleep(RETRY_DELAY).await;
-                            let _ = tx.send(key);
-                        });
+            while let Some(job) = rx.recv().await {
+                match job {
+                    Job::Register(key) => {
+                        if me.want(&key).is_none() {
+                            continue;
+                        }
+                        let _guard = locks.lock(&key.0).await;
+                        // Cancelled or changed while waiting for the lock: the map has the truth.
+                        let Some(limit) = me.want(&key) else { continue };
+                        match gluster.quota_limit_usage(&key.0, &key.1, limit).await {
+                            Ok(()) => me.finish(&key, limit),
+                            // Deleted meanwhile: nothing is left to register.
+                            Err(gk_gluster::GlusterError::Command { message, .. })
+                                if message.ends_with("No such file or directory") =>
+                            {
+                                tracing::info!(volume = %key.0, path = %key.1, "directory gone before its limit was registered");
+                                me.finish(&key, limit);
+                            }
+                            Err(e) => {
+                                tracing::warn!(
+                                    volume = %key.0, path = %key.1, error = %e,
+                                    "glusterd did not take a quota limit that is already enforced; \
+                                     retrying in {RETRY_DELAY:?}"
+                                );
+                                later(Job::Register(key));
+                            }
+                        }
+                    }
+                    Job::Resync {
+                        volume,
+                        limits,
+                        attempt,
+                    } => {
+                        let listed = {
+                            let _guard = locks.lock(&volume).await;
+                            gluster.quota_list(&volume).await
+                        };
+                        match listed {
+                            Ok(listed) => {
+                                let missing = unregistered(&limits, &listed);
+                                if !missing.is_empty() {
+                                    tracing::info!(%volume, count = missing.len(), "registering limits glusterd does not list");
+                                }
+                                for (path, limit) in missing {
+                                    me.register(&volume, &path, limit);
+                                }
+                                me.resynced(&volume);
+                            }
+                            Err(e) if attempt < RESYNC_ATTEMPTS => {
+                                tracing::warn!(%volume, error = %e, "reading glusterd's quota list failed; retrying in {RETRY_DELAY:?}");
+                                later(Job::Resync {
+                                    volume,
+                                    limits,
+                                    attempt: attempt + 1,
+                                });
+                            }
+                            Err(e) => {
+                                tracing::warn!(%volume, error = %e, "gave up comparing limits with glusterd's quota list");
+                                me.resynced(&volume);
+                            }
+                        }
                     }
                 }
             }
@@ -188,11 +266,36 @@ impl Registrar {
         this
     }
 
-    /// Queues `path`'s limit for glusterd's list.
+    fn want(&self, key: &Key) -> Option<u64> {
+        lock(&self.pending).get(key).copied()
+    }
+
+    /// Queues `limit` on `path` for registration with glusterd.
     pub fn register(&self, volume: &str, path: &str, limit: u64) {
         let key = (volume.to_string(), path.to_string());
         lock(&self.pending).insert(key.clone(), limit);
-        let _ = self.tx.send(key);
+        let _ = self.tx.send(Job::Register(key));
+    }
+
+    /// Registers those of `limits` (path, bytes; read from the volume's directories) that
+    /// glusterd's list lacks: registrations queued when the agent last stopped were lost.
+    pub fn resync(&self, volume: &str, limits: Vec<(String, u64)>) {
+        *lock(&self.resyncing).entry(volume.to_string()).or_default() += 1;
+        let _ = self.tx.send(Job::Resync {
+            volume: volume.to_string(),
+            limits,
+            attempt: 1,
+        });
+    }
+
+    fn resynced(&self, volume: &str) {
+        let mut r = lock(&self.resyncing);
+        if let Some(n) = r.get_mut(volume) {
+            *n -= 1;
+            if *n == 0 {
+                r.remove(volume);
+            }
+        }
     }
 
     /// Forgets a registration not yet made (the directory is being deleted).
@@ -209,7 +312,8 @@ impl Registrar {
 
     /// Registrations still queued for `volume`.
     pub fn pending(&self, volume: &str) -> usize {
-        lock(&self.pending).keys().filter(|k| k.0 == volume).count()
+        let resyncing = lock(&self.resyncing).get(volume).copied().unwrap_or(0);
+        lock(&self.pending).keys().filter(|k| k.0 == volume).count() + resyncing
     }
 
     /// Waits until every registration queued for `volume` is made, or `timeout` passes;
@@ -245,5 +349,29 @@ mod tests {
         assert_eq!(decode_limit(&on_brick[..8]), None);
         assert_eq!(decode_limit(&encode_limit(0)), None);
         assert_eq!(decode_limit(&[0xff; 16]), None);
+    }
+
+    #[test]
+    fn limits_missing_from_glusterds_list_or_differing_are_unregistered() {
+        let entry = |path: &str, hard: u64| gk_gluster::QuotaEntry {
+            path: path.into(),
+            hard_limit_bytes: hard,
+            soft_limit_percent: 80,
+            used_bytes: 0,
+            available_bytes: hard,
+            soft_limit_exceeded: false,
+            hard_limit_exceeded: false,
+        };
+        let on_disk = vec![
+            ("/a".to_string(), 1 << 30),
+            ("/b".to_string(), 2 << 30),
+            ("/c".to_string(), 1 << 30),
+        ];
+        let listed = [entry("/a", 1 << 30), entry("/b", 1 << 30), entry("/z", 5)];
+        assert_eq!(
+            unregistered(&on_disk, &listed),
+            [("/b".to_string(), 2 << 30), ("/c".to_string(), 1 << 30)]
+        );
+        assert!(unregistered(&on_disk[..1], &listed).is_empty());
     }
 }

@@ -225,7 +225,34 @@ impl<R: CommandRunner + 'static> Agent<R> {
             .mounter
             .mount_quota_client(&source, &target, &log)
             .await?;
+        self.resync_limits(volume, &target);
         Ok(target)
+    }
+
+    /// In the background, compares the limits on the volume's directories with glusterd's
+    /// list and registers what is missing: an agent that stopped with registrations queued
+    /// leaves limits that are enforced but unknown to `gluster volume quota list`.
+    fn resync_limits(&self, volume: &str, root: &Path) {
+        let (registrar, volume, root) = (
+            self.registrar.clone(),
+            volume.to_string(),
+            root.to_path_buf(),
+        );
+        tokio::spawn(async move {
+            match tokio::task::spawn_blocking(move || quota::list_top_level(&root)).await {
+                Ok(Ok(found)) if !found.is_empty() => registrar.resync(
+                    &volume,
+                    found.into_iter().map(|l| (l.path, l.limit_bytes)).collect(),
+                ),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(%volume, error = %e, "reading subdirectory limits to compare with glusterd failed")
+                }
+                Err(e) => {
+                    tracing::warn!(%volume, error = %e, "reading subdirectory limits panicked")
+                }
+            }
+        });
     }
 
     /// Makes sure `volume` is started with quota on and quota timeouts at 0, asking glusterd
