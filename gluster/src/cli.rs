@@ -123,6 +123,15 @@ pub(crate) fn already_done(
     }
 }
 
+/// How glusterd's refusals that mean "try again shortly" begin.
+const TRANSIENT_REFUSALS: [&str; 3] = [
+    "Another transaction is in progress",
+    "Locking failed on ",
+    "Failed to start aux mount",
+];
+/// Tries of a command glusterd refuses for now; the pauses between them add up to 7.75 s.
+pub(crate) const TRANSIENT_ATTEMPTS: u32 = 6;
+
 /// Typed gluster operations over a [`CommandRunner`].
 #[derive(Debug, Clone)]
 pub struct Gluster<R = ProcessRunner> {
@@ -141,12 +150,29 @@ impl<R: CommandRunner> Gluster<R> {
 
     /// Runs one command and returns its XML answer. Output that is not XML (the CLI prints
     /// plain text when it cannot reach glusterd) becomes a command error carrying that text.
+    ///
+    /// A refusal that glusterd means as "not now" (another transaction holds its lock; the
+    /// auxiliary quota mount, unmounted lazily after the last quota command, is still busy)
+    /// is retried a few times with growing pauses before it is returned.
     pub(crate) async fn xml(&self, args: Vec<String>) -> Result<String, GlusterError> {
-        let out = self.run_raw(&args).await?;
-        if is_xml(&out.stdout) {
-            return Ok(out.stdout);
+        let mut pause = std::time::Duration::from_millis(250);
+        let mut attempt = 1;
+        loop {
+            let out = self.run_raw(&args).await?;
+            if !is_xml(&out.stdout) {
+                return Err(plain_text_error(&args.join(" "), &out));
+            }
+            let transient = TRANSIENT_REFUSALS
+                .iter()
+                .any(|m| out.stdout.contains(&format!("<opErrstr>{m}")));
+            if !transient || attempt == TRANSIENT_ATTEMPTS {
+                return Ok(out.stdout);
+            }
+            tracing::info!(command = %args.join(" "), ?pause, "glusterd is busy; retrying");
+            tokio::time::sleep(pause).await;
+            pause *= 2;
+            attempt += 1;
         }
-        Err(plain_text_error(&args.join(" "), &out))
     }
 
     /// Runs one command and returns what it printed, for the few answers gluster gives in

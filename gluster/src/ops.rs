@@ -15,11 +15,6 @@ use crate::{
     RebalanceStatus, Volume, VolumeLayout, VolumeStatus,
 };
 
-/// glusterd's answer when the mount it needs for quota bookkeeping did not come up.
-const AUX_MOUNT_FAILED: &str = "Failed to start aux mount";
-const AUX_MOUNT_ATTEMPTS: u32 = 4;
-const AUX_MOUNT_FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
-
 fn words(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| s.to_string()).collect()
 }
@@ -187,34 +182,7 @@ impl<R: CommandRunner> Gluster<R> {
             path,
             &bytes.to_string(),
         ]);
-        self.retry_aux_mount(|| self.verdict(args.clone())).await
-    }
-
-    /// Runs a quota command again when glusterd could not start its auxiliary mount.
-    /// glusterd unmounts that mount lazily after each quota command, so the next one can
-    /// find the mount point still busy; the same command succeeds moments later.
-    async fn retry_aux_mount<T, F, Fut>(&self, mut run: F) -> Result<T, GlusterError>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T, GlusterError>>,
-    {
-        let mut pause = AUX_MOUNT_FIRST_PAUSE;
-        for _ in 1..AUX_MOUNT_ATTEMPTS {
-            match run().await {
-                Err(GlusterError::Command { ref message, .. })
-                    if message.contains(AUX_MOUNT_FAILED) =>
-                {
-                    tracing::info!(
-                        ?pause,
-                        "glusterd could not start its quota aux mount; retrying"
-                    );
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                other => return other,
-            }
-        }
-        run().await
+        self.verdict(args).await
     }
 
     /// Every usage limit with its current use. No limits at all is an empty list.
@@ -223,11 +191,7 @@ impl<R: CommandRunner> Gluster<R> {
     /// namespace, so this must run where glusterd's `/var/run/gluster` is visible.
     pub async fn quota_list(&self, name: &str) -> Result<Vec<QuotaEntry>, GlusterError> {
         validate_volume_name(name)?;
-        let args = words(&["volume", "quota", name, "list"]);
-        let listed = self
-            .retry_aux_mount(|| async { parse_quota_list(&self.xml(args.clone()).await?) })
-            .await;
-        match listed {
+        match parse_quota_list(&self.xml(words(&["volume", "quota", name, "list"])).await?) {
             Err(GlusterError::Command { message, .. })
                 if message == format!("No quota configured on volume {name}") =>
             {
@@ -242,8 +206,10 @@ impl<R: CommandRunner> Gluster<R> {
     pub async fn quota_remove(&self, name: &str, path: &str) -> Result<(), GlusterError> {
         validate_volume_name(name)?;
         validate_quota_path(path)?;
-        let args = words(&["volume", "quota", name, "remove", path]);
-        match self.retry_aux_mount(|| self.verdict(args.clone())).await {
+        match self
+            .verdict(words(&["volume", "quota", name, "remove", path]))
+            .await
+        {
             Err(GlusterError::Command { message, .. })
                 if message.starts_with("removexattr failed on ")
                     && message.ends_with(". Reason : No data available") =>
@@ -647,7 +613,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn quota_commands_retry_when_glusterd_cannot_start_its_aux_mount() {
+    async fn commands_glusterd_refuses_for_now_are_retried() {
         let busy = xml(include_str!("../testdata/quota-remove-aux-mount.xml"));
         let done = xml(include_str!("../testdata/quota-remove.xml"));
         let g = sequence(vec![busy.clone(), busy.clone(), done]);
@@ -666,8 +632,15 @@ mod tests {
         );
         assert_eq!(
             *g.runner_for_tests().calls.lock().unwrap(),
-            AUX_MOUNT_ATTEMPTS
+            crate::cli::TRANSIENT_ATTEMPTS
         );
+
+        // Another transaction holding glusterd's lock: the same.
+        let locked = xml(include_str!("../testdata/volume-status-locked.xml"));
+        let info = xml(include_str!("../testdata/volume-info-replica3.xml"));
+        let g = sequence(vec![locked, info]);
+        assert!(g.volume_info("r3").await.unwrap().is_some());
+        assert_eq!(*g.runner_for_tests().calls.lock().unwrap(), 2);
 
         // Other refusals are not retried.
         let g = sequence(vec![xml(include_str!(

@@ -646,6 +646,10 @@ mod tests {
             include_str!("../testdata/volume-status-disperse.xml"),
         ),
         (
+            "volume-status-locked.xml",
+            include_str!("../testdata/volume-status-locked.xml"),
+        ),
+        (
             "volume-status-replica3.xml",
             include_str!("../testdata/volume-status-replica3.xml"),
         ),
