@@ -154,11 +154,8 @@ enum Job {
 /// How often a resync whose `quota list` failed is tried again.
 const RESYNC_ATTEMPTS: u32 = 5;
 
-/// The limits set on directories that glusterd's list lacks or holds with another value.
-pub fn unregistered(
-    limits: &[(String, u64)],
-    listed: &[gk_gluster::QuotaEntry],
-) -> Vec<(String, u64)> {
+/// The directories whose limit glusterd's list lacks or holds with another value.
+pub fn unregistered(limits: &[(String, u64)], listed: &[gk_gluster::QuotaEntry]) -> Vec<String> {
     limits
         .iter()
         .filter(|(path, limit)| {
@@ -166,27 +163,46 @@ pub fn unregistered(
                 .iter()
                 .any(|q| &q.path == path && q.hard_limit_bytes == *limit)
         })
-        .cloned()
+        .map(|(path, _)| path.clone())
         .collect()
+}
+
+/// What a registration found on the directory when it ran.
+enum OnDisk {
+    Limit(u64),
+    /// Deleted, or without a limit: nothing to register.
+    Nothing,
 }
 
 /// Registers limits with glusterd in the background, one transaction at a time, under the
 /// volume's lock so that it never races the agent's own gluster transactions on that volume.
+///
+/// A registration carries no value: it reads the directory's limit attribute (set by the
+/// agent, the truth) when it runs, so a late or repeated registration can never bring back
+/// an older limit.
 #[derive(Clone)]
 pub struct Registrar {
     tx: mpsc::UnboundedSender<Job>,
-    /// The limit still to register per (volume, path); the newest request wins.
+    /// Registrations still to make, with the request's sequence number: a registration only
+    /// clears its entry if no newer request came meanwhile.
     pending: Arc<Mutex<HashMap<Key, u64>>>,
+    sequence: Arc<std::sync::atomic::AtomicU64>,
     /// Volumes whose resync has not yet queued what it found.
     resyncing: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 impl Registrar {
-    pub fn start<R: CommandRunner + 'static>(gluster: Gluster<R>, locks: VolumeLocks) -> Self {
+    /// `mount_root` holds the agent's management mount of each volume, named after it.
+    pub fn start<R: CommandRunner + 'static>(
+        gluster: Gluster<R>,
+        locks: VolumeLocks,
+        mount_root: std::path::PathBuf,
+    ) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
         let this = Self {
             tx: tx.clone(),
             pending: Arc::default(),
+            sequence: Arc::default(),
             resyncing: Arc::default(),
         };
         let me = this.clone();
@@ -205,16 +221,34 @@ impl Registrar {
                             continue;
                         }
                         let _guard = locks.lock(&key.0).await;
-                        // Cancelled or changed while waiting for the lock: the map has the truth.
-                        let Some(limit) = me.want(&key) else { continue };
-                        match gluster.quota_limit_usage(&key.0, &key.1, limit).await {
-                            Ok(()) => me.finish(&key, limit),
-                            // Deleted meanwhile: nothing is left to register.
-                            Err(gk_gluster::GlusterError::Command { message, .. })
-                                if message.ends_with("No such file or directory") =>
+                        // Cancelled while waiting for the lock: the map has the truth.
+                        let Some(seq) = me.want(&key) else { continue };
+                        let dir = mount_root.join(&key.0).join(key.1.trim_start_matches('/'));
+                        let found = tokio::task::spawn_blocking(move || match read_limit(&dir) {
+                            Ok(Some(limit)) => Ok(OnDisk::Limit(limit)),
+                            Ok(None) => Ok(OnDisk::Nothing),
+                            Err(AgentError::Io { source, .. })
+                                if source.kind() == std::io::ErrorKind::NotFound =>
                             {
-                                tracing::info!(volume = %key.0, path = %key.1, "directory gone before its limit was registered");
-                                me.finish(&key, limit);
+                                Ok(OnDisk::Nothing)
+                            }
+                            Err(e) => Err(e.to_string()),
+                        })
+                        .await
+                        .unwrap_or_else(|e| Err(e.to_string()));
+                        let result = match found {
+                            Ok(OnDisk::Nothing) => Ok(()),
+                            Ok(OnDisk::Limit(limit)) => gluster
+                                .quota_limit_usage(&key.0, &key.1, limit)
+                                .await
+                                .map_err(|e| e.to_string()),
+                            Err(e) => Err(e),
+                        };
+                        match result {
+                            Ok(()) => me.finish(&key, seq),
+                            // Deleted after the limit was read.
+                            Err(e) if e.ends_with("No such file or directory") => {
+                                me.finish(&key, seq)
                             }
                             Err(e) => {
                                 tracing::warn!(
@@ -241,8 +275,8 @@ impl Registrar {
                                 if !missing.is_empty() {
                                     tracing::info!(%volume, count = missing.len(), "registering limits glusterd does not list");
                                 }
-                                for (path, limit) in missing {
-                                    me.register(&volume, &path, limit);
+                                for path in missing {
+                                    me.register(&volume, &path);
                                 }
                                 me.resynced(&volume);
                             }
@@ -270,10 +304,13 @@ impl Registrar {
         lock(&self.pending).get(key).copied()
     }
 
-    /// Queues `limit` on `path` for registration with glusterd.
-    pub fn register(&self, volume: &str, path: &str, limit: u64) {
+    /// Queues the limit now on `path` for registration with glusterd.
+    pub fn register(&self, volume: &str, path: &str) {
         let key = (volume.to_string(), path.to_string());
-        lock(&self.pending).insert(key.clone(), limit);
+        let seq = self
+            .sequence
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.pending).insert(key.clone(), seq);
         let _ = self.tx.send(Job::Register(key));
     }
 
@@ -303,9 +340,9 @@ impl Registrar {
         lock(&self.pending).remove(&(volume.to_string(), path.to_string()));
     }
 
-    fn finish(&self, key: &Key, limit: u64) {
+    fn finish(&self, key: &Key, seq: u64) {
         let mut pending = lock(&self.pending);
-        if pending.get(key) == Some(&limit) {
+        if pending.get(key) == Some(&seq) {
             pending.remove(key);
         }
     }
@@ -368,10 +405,7 @@ mod tests {
             ("/c".to_string(), 1 << 30),
         ];
         let listed = [entry("/a", 1 << 30), entry("/b", 1 << 30), entry("/z", 5)];
-        assert_eq!(
-            unregistered(&on_disk, &listed),
-            [("/b".to_string(), 2 << 30), ("/c".to_string(), 1 << 30)]
-        );
+        assert_eq!(unregistered(&on_disk, &listed), ["/b", "/c"]);
         assert!(unregistered(&on_disk[..1], &listed).is_empty());
     }
 }

@@ -53,7 +53,7 @@ impl<R: CommandRunner + Clone + 'static> Agent<R> {
     pub fn new(gluster: Gluster<R>, config: AgentConfig) -> Self {
         let locks = VolumeLocks::default();
         Self {
-            registrar: Registrar::start(gluster.clone(), locks.clone()),
+            registrar: Registrar::start(gluster.clone(), locks.clone(), config.mount_root.clone()),
             gluster,
             config,
             locks,
@@ -618,7 +618,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
                     // A retry: make sure glusterd's list gets it even if the agent
                     // restarted before registering it.
                     Some(_) => {
-                        self.registrar.register(&volume, &path, req.limit_bytes);
+                        self.registrar.register(&volume, &path);
                         return Ok(Response::new(SubdirResponse {
                             path,
                             limit_bytes: req.limit_bytes,
@@ -642,7 +642,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
             }
         }
         quota::write_limit(&dir, req.limit_bytes)?;
-        self.registrar.register(&volume, &path, req.limit_bytes);
+        self.registrar.register(&volume, &path);
         Ok(Response::new(SubdirResponse {
             path,
             limit_bytes: req.limit_bytes,
@@ -703,7 +703,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         }
         if req.limit_bytes > current {
             quota::write_limit(&dir, req.limit_bytes)?;
-            self.registrar.register(&volume, &path, req.limit_bytes);
+            self.registrar.register(&volume, &path);
         }
         Ok(Response::new(SubdirResponse {
             path,
