@@ -199,7 +199,10 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         "demo.sh",
         &[],
         &[
-            ("GK_DEMO_HELM_ARGS", "--set operator.refreshSeconds=5"),
+            (
+                "GK_DEMO_HELM_ARGS",
+                "--set operator.refreshSeconds=5 --set operator.rolloutTimeoutSeconds=30",
+            ),
             ("GK_IMAGES_BUILT", "1"),
         ],
     );
@@ -342,8 +345,25 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         },
     )
     .await;
-    // Held there: the other two keep serving the old template.
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Held there past the rollout timeout (30 s here): the cluster says so, and the other two
+    // keep serving the old template.
+    let stalled = until(
+        "the GlusterCluster Degraded with reason RolloutStalled",
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || {
+            let c = k.json(&["-n", NS, "get", "glustercluster", "demo"]);
+            let d = c["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Degraded")?
+                .clone();
+            (d["status"] == "True" && d["reason"] == "RolloutStalled")
+                .then(|| d["message"].as_str().unwrap_or("").to_string())
+        },
+    )
+    .await;
+    assert!(stalled.contains("demo-gk-node-1-0"), "{stalled}");
     let held = k.json(&["-n", NS, "get", "glustercluster", "demo"]);
     assert_eq!(
         held["status"]["rollout"]["updated"].as_i64(),
