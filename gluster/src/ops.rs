@@ -41,6 +41,17 @@ impl<R: CommandRunner> Gluster<R> {
         already_done(result, &format!("{host} is not part of cluster"))
     }
 
+    /// Removes `host` from the trusted pool although it does not answer (a machine that is
+    /// gone). Gluster still refuses while the host holds a brick of any volume. A host that is
+    /// not in the pool counts as success.
+    pub async fn peer_detach_force(&self, host: &str) -> Result<(), GlusterError> {
+        validate_host("peer host", host)?;
+        let result = self
+            .verdict(words(&["peer", "detach", host, "force"]))
+            .await;
+        already_done(result, &format!("{host} is not part of cluster"))
+    }
+
     /// `volume start NAME force`: starts brick processes that are down, for example after
     /// one was killed or its disk replaced, without touching the running ones.
     pub async fn volume_start_force(&self, name: &str) -> Result<(), GlusterError> {
@@ -384,6 +395,10 @@ mod tests {
         let r3 = VolumeLayout::Replicate { replica: 3 };
         assert_eq!(field(g.peer_detach("h;x").await.unwrap_err()), "peer host");
         assert_eq!(field(g.peer_detach("-h").await.unwrap_err()), "peer host");
+        assert_eq!(
+            field(g.peer_detach_force("a b").await.unwrap_err()),
+            "peer host"
+        );
         assert_eq!(field(g.peer_probe("").await.unwrap_err()), "peer host");
         assert_eq!(
             field(g.volume_start_force(bad).await.unwrap_err()),

@@ -596,6 +596,7 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
                     .client
                     .peer_probe(PeerRequest {
                         host: other.address.clone(),
+                        force: false,
                     })
                     .await
                     .map_err(|s| Error::agent(&anchor.node, s))?;
@@ -670,7 +671,22 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
     )];
     let volumes = volumes_on(ctx, gc).await?;
     let rollout = rollout(ctx, gc, &mut up, &volumes, old.rollout.as_ref()).await?;
-    let retiring = retire_removed_nodes(ctx, gc, &creds, &mut up, &volumes).await?;
+    let (retiring, still_in_pool) =
+        retire_removed_nodes(ctx, gc, &creds, &mut up, &volumes, &old.peers).await?;
+    // A node on its way out stays listed while it is still in the pool: its address is how
+    // it leaves if it stops answering.
+    for node in &still_in_pool {
+        if let Some(known) = old.peers.iter().find(|p| &p.node == node) {
+            let seen = anchor_peers
+                .iter()
+                .find(|p| same_host(&p.hostname, &known.address));
+            peers.push(PeerStatus {
+                connected: seen.is_some_and(|p| p.connected),
+                state: Some(seen.map_or("Unreachable".into(), |p| p.state.clone())),
+                ..known.clone()
+            });
+        }
+    }
     let (progressing, progress_reason, progress_msg) = match (&rollout.waiting, ready) {
         (Some(w), _) => (true, "RollingUpdate", w.clone()),
         (None, false) => (true, "FormingPool", String::new()),
@@ -788,15 +804,18 @@ fn removed_node(gc: &GlusterCluster, set: &StatefulSet) -> Option<String> {
 
 /// Storage nodes removed from spec.nodes leave once nothing of theirs is needed: the peer is
 /// detached from the trusted pool (gluster itself refuses while the peer holds a brick), then
-/// its StatefulSet is deleted. The node-local storage is left as it is. Returns why removed
-/// nodes stay, one message each.
+/// its StatefulSet is deleted. A node whose agent answers names its own address; one that does
+/// not (a machine that is gone) is detached by force under the address `known` (the last
+/// status) has for it. The node-local storage is left as it is. Returns why removed nodes
+/// stay, one message each, and the nodes that stay.
 async fn retire_removed_nodes(
     ctx: &Context,
     gc: &GlusterCluster,
     creds: &AgentCredentials,
     up: &mut [NodeAgent],
     volumes: &[GlusterVolume],
-) -> Result<Vec<String>, Error> {
+    known: &[PeerStatus],
+) -> Result<(Vec<String>, Vec<String>), Error> {
     let ns = gc.namespace().unwrap_or_default();
     let selector = format!("{LABEL_CLUSTER}={}", gc.name_any());
     let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
@@ -809,7 +828,7 @@ async fn retire_removed_nodes(
         .filter_map(|s| Some((removed_node(gc, s)?, s.name_any())))
         .collect();
     if removed.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let pod_list = pods
@@ -817,15 +836,18 @@ async fn retire_removed_nodes(
         .await?
         .items;
     let mut staying = Vec::new();
+    let mut kept = Vec::new();
     for (node, set) in removed {
         if let Some(why) = retirement_blocker(&node, gc, volumes) {
             staying.push(why);
+            kept.push(node);
             continue;
         }
         let Some(anchor) = up.first_mut() else {
             staying.push(format!(
                 "{node} waits to leave the trusted pool until a remaining node's agent answers"
             ));
+            kept.push(node);
             continue;
         };
         // The peer's own agent names the address the pool knows it by.
@@ -843,17 +865,25 @@ async fn retire_removed_nodes(
             },
             None => None,
         };
-        let Some(address) = address else {
-            staying.push(format!(
-                "{node} was removed from spec.nodes; its brick pod must answer so that it can \
-                 leave the trusted pool cleanly"
-            ));
-            continue;
+        let (address, force) = match address {
+            Some(a) => (a, false),
+            None => match known.iter().find(|p| p.node == node) {
+                Some(p) => (p.address.clone(), true),
+                None => {
+                    staying.push(format!(
+                        "{node} was removed from spec.nodes but neither answers nor has a known \
+                         pool address; detach it by hand with `gluster peer detach <host> force`"
+                    ));
+                    kept.push(node);
+                    continue;
+                }
+            },
         };
         if let Err(s) = anchor
             .client
             .peer_detach(PeerRequest {
                 host: address.clone(),
+                force,
             })
             .await
         {
@@ -861,6 +891,7 @@ async fn retire_removed_nodes(
                 "{node} ({address}) could not leave the trusted pool: {}",
                 s.message()
             ));
+            kept.push(node);
             continue;
         }
         sets.delete(&set, &Default::default()).await?;
@@ -869,8 +900,13 @@ async fn retire_removed_nodes(
             type_: EventType::Normal,
             reason: "NodeRetired".into(),
             note: Some(format!(
-                "storage node {node} ({address}) left the trusted pool and its StatefulSet {set} \
-                 was deleted; data on its node-local storage was left as it is"
+                "storage node {node} ({address}) left the trusted pool{} and its StatefulSet \
+                 {set} was deleted; data on its node-local storage was left as it is",
+                if force {
+                    " (detached by force: it did not answer)"
+                } else {
+                    ""
+                }
             )),
             action: "RetireNode".into(),
             secondary: None,
@@ -879,7 +915,7 @@ async fn retire_removed_nodes(
             tracing::warn!(error = %e, "publishing an event failed");
         }
     }
-    Ok(staying)
+    Ok((staying, kept))
 }
 
 /// What the rollout did this round.

@@ -885,6 +885,7 @@ async fn main() {
             for n in &net.nodes()[1..] {
                 a.peer_probe(PeerRequest {
                     host: n.address.clone(),
+                    force: false,
                 })
                 .await
                 .expect("agent PeerProbe");

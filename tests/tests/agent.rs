@@ -94,12 +94,14 @@ async fn pool(agents: &AgentSet, net: &GlusterNet) {
     for n in &net.nodes()[1..] {
         c0.peer_probe(PeerRequest {
             host: n.address.clone(),
+            force: false,
         })
         .await
         .unwrap();
         // Probing again is a no-op, not an error.
         c0.peer_probe(PeerRequest {
             host: n.address.clone(),
+            force: false,
         })
         .await
         .unwrap();
@@ -357,7 +359,13 @@ async fn bad_requests_name_the_field(c: &mut Client, net: &GlusterNet) {
         (Code::InvalidArgument, true),
         "{msg}"
     );
-    let (code, msg) = code_and_message(c.peer_probe(PeerRequest { host: "a b".into() }).await);
+    let (code, msg) = code_and_message(
+        c.peer_probe(PeerRequest {
+            host: "a b".into(),
+            force: false,
+        })
+        .await,
+    );
     assert_eq!(
         (code, msg.starts_with("invalid host:")),
         (Code::InvalidArgument, true),

@@ -401,15 +401,17 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
     }
 
     async fn peer_detach(&self, req: Request<PeerRequest>) -> Reply<PeerStatusResponse> {
-        let host = req.into_inner().host;
+        let PeerRequest { host, force } = req.into_inner();
         log_rpc("PeerDetach", "");
         Brick::new(&host, "/x").map_err(|e| AgentError::invalid("host", e.to_string()))?;
         let peers = self.gluster.peer_status().await.map_err(AgentError::from)?;
         if peers.iter().any(|p| p.hostname == host) {
-            self.gluster
-                .peer_detach(&host)
-                .await
-                .map_err(AgentError::from)?;
+            if force {
+                self.gluster.peer_detach_force(&host).await
+            } else {
+                self.gluster.peer_detach(&host).await
+            }
+            .map_err(AgentError::from)?;
         }
         self.peer_status(Request::new(PeerStatusRequest {})).await
     }
