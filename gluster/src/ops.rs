@@ -212,8 +212,10 @@ impl<R: CommandRunner> Gluster<R> {
         }
     }
 
-    /// Removes the usage limit on `path`. No limit there counts as success (gluster says
-    /// "removexattr failed on ... Reason : No data available").
+    /// Removes the usage limit on `path`. Nothing to remove counts as success: no limit on
+    /// the directory ("removexattr failed on ... Reason : No data available"), a limit glusterd
+    /// never registered ("Error. gfid ... not found in store"; gluster still removes the
+    /// directory's limit attribute, as seen on 10.3), or no such directory.
     pub async fn quota_remove(&self, name: &str, path: &str) -> Result<(), GlusterError> {
         validate_volume_name(name)?;
         validate_quota_path(path)?;
@@ -222,8 +224,11 @@ impl<R: CommandRunner> Gluster<R> {
             .await
         {
             Err(GlusterError::Command { message, .. })
-                if message.starts_with("removexattr failed on ")
-                    && message.ends_with(". Reason : No data available") =>
+                if (message.starts_with("removexattr failed on ")
+                    && message.ends_with(". Reason : No data available"))
+                    || (message.starts_with("Error. gfid ")
+                        && message.ends_with(&format!(" for path {path} not found in store")))
+                    || message == format!("Failed to get trusted.gfid attribute on path {path}. Reason : No such file or directory") =>
             {
                 Ok(())
             }
@@ -665,6 +670,24 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(*g.runner_for_tests().calls.lock().unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn removing_a_limit_that_is_not_there_succeeds() {
+        for fixture in [
+            include_str!("../testdata/quota-remove-not-in-store.xml"),
+            include_str!("../testdata/quota-remove-nodir.xml"),
+        ] {
+            let g = script(vec![("volume quota q remove", xml(fixture))]);
+            let path = if fixture.contains("/missing") {
+                "/missing"
+            } else {
+                "/xattr-only"
+            };
+            g.quota_remove("q", path).await.unwrap();
+            // The same words about another directory stay an error.
+            g.quota_remove("q", "/other").await.unwrap_err();
+        }
     }
 
     #[tokio::test]

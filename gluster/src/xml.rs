@@ -488,6 +488,14 @@ mod tests {
             include_str!("../testdata/quota-remove-aux-mount.xml"),
         ),
         (
+            "quota-remove-nodir.xml",
+            include_str!("../testdata/quota-remove-nodir.xml"),
+        ),
+        (
+            "quota-remove-not-in-store.xml",
+            include_str!("../testdata/quota-remove-not-in-store.xml"),
+        ),
+        (
             "quota-remove-missing.xml",
             include_str!("../testdata/quota-remove-missing.xml"),
         ),

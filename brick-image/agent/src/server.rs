@@ -666,15 +666,26 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let _guard = self.locks.lock(&volume).await;
         self.info(&volume).await?;
         let dir = self.subdir(&volume, &path).await?;
-        let quotas = self.quotas(&volume).await?;
-        if quotas.iter().any(|q| q.path == path) {
+        match std::fs::symlink_metadata(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Response::new(SubdirDeleteResponse { deleted: false }));
+            }
+            Err(e) => {
+                return Err(AgentError::Io {
+                    what: format!("looking up {path} on {volume}"),
+                    source: e,
+                }
+                .into())
+            }
+            Ok(_) => {}
+        }
+        // The directory's own attribute says whether it has a limit: asking glusterd's list
+        // instead would cost a read of every limit on the volume for each delete.
+        if quota::read_limit(&dir)?.is_some() {
             self.gluster
                 .quota_remove(&volume, &path)
                 .await
                 .map_err(AgentError::from)?;
-        }
-        if !dir.exists() {
-            return Ok(Response::new(SubdirDeleteResponse { deleted: false }));
         }
         std::fs::remove_dir_all(&dir)
             .map_err(AgentError::io(format!("removing {path} on {volume}")))?;
