@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use gk_agent::proto::brick_agent_client::BrickAgentClient;
-use gk_agent::proto::{QuotaEntry, SubdirCreateRequest, SubdirDeleteRequest, VolumeRequest};
+use gk_agent::proto::{
+    QuotaEntry, SubdirCreateRequest, SubdirDeleteRequest, SubdirGetRequest, VolumeRequest,
+};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
@@ -168,6 +170,22 @@ impl Pool {
             .await
             .map(|_| ())
             .map_err(|s| agent_status(pool, s))
+    }
+
+    /// The limit of one directory of the pool; None when it does not exist or has no limit.
+    pub async fn limit_of(&mut self, pool: &ObjectKey, dir: &str) -> Result<Option<u64>, Status> {
+        match self
+            .agent
+            .subdir_get(SubdirGetRequest {
+                volume: self.volume.clone(),
+                path: format!("/{dir}"),
+            })
+            .await
+        {
+            Ok(r) => Ok(Some(r.into_inner().limit_bytes)),
+            Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
+            Err(s) => Err(agent_status(pool, s)),
+        }
     }
 
     /// The pool's top-level directories that carry a limit, as the agent reads them.

@@ -400,7 +400,7 @@ impl<P: PoolResolver> csi::controller_server::Controller for Driver<P> {
         let exists = match &id {
             VolumeId::Subdir { pool, dir } => {
                 let mut p = self.pools()?.resolve(pool).await?;
-                p.dirs(pool).await?.iter().any(|(d, _)| d == dir)
+                p.limit_of(pool, dir).await?.is_some()
             }
             VolumeId::Dedicated { volume } => self.pools()?.get_dedicated(volume).await?.is_some(),
         };
@@ -614,12 +614,7 @@ impl<P: PoolResolver> csi::controller_server::Controller for Driver<P> {
             }
         };
         let mut p = self.pools()?.resolve(pool).await?;
-        let current = p
-            .dirs(pool)
-            .await?
-            .into_iter()
-            .find(|(d, _)| d == dir)
-            .map(|(_, b)| b);
+        let current = p.limit_of(pool, dir).await?;
         let Some(current) = current else {
             return Err(Status::not_found(format!("volume {id} does not exist")));
         };

@@ -553,6 +553,25 @@ async fn quota_subdirectory(c: &mut Client, net: &GlusterNet) {
         "{mine:?} after writing {written} bytes"
     );
 
+    // One directory's limit, read from the directory.
+    let got = c
+        .subdir_get(SubdirGetRequest {
+            volume: "r3".into(),
+            path: "/pvc-a".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.limit_bytes, LIMIT);
+    let (code, _) = code_and_message(
+        c.subdir_get(SubdirGetRequest {
+            volume: "r3".into(),
+            path: "/pvc-none".into(),
+        })
+        .await,
+    );
+    assert_eq!(code, Code::NotFound);
+
     // Online expansion: the mounted directory grows, and writing goes on.
     c.subdir_expand(SubdirCreateRequest {
         limit_bytes: 3 * LIMIT,
