@@ -15,7 +15,7 @@
 //! agents run in this process. Prints a Markdown table; docs/benchmarks/operator-footprint.md
 //! keeps the committed results.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,13 +24,15 @@ use futures::StreamExt;
 use gk_operator::controller::{self, Config, INSTANCE_LABEL};
 use gk_operator::crd::{GlusterCluster, GlusterVolume};
 use gk_operator::metrics::Metrics;
-use gk_testenv::gluster_net::GlusterNet;
 use gk_testenv::k8s::ControlPlane;
-use gk_testenv::kubelet::StandInKubelet;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+use support::wait_until;
 
 /// Set in the re-executed child: where it writes its metrics.
 const CHILD_METRICS: &str = "GK_BENCH_OPERATOR_METRICS";
@@ -150,20 +152,6 @@ fn metric_sum(file: &Path, name: &str, label: &str) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum())
 }
 
-async fn wait_for<T>(what: &str, secs: u64, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Ok(Some(v)) = tokio::time::timeout(Duration::from_secs(30), probe()).await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 fn is_true(conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], t: &str) -> bool {
     conds.iter().any(|c| c.type_ == t && c.status == "True")
 }
@@ -178,19 +166,17 @@ fn mib(kib: u64) -> String {
 
 async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
     assert!(volume_count >= 1, "VOLUMES must be at least 1");
+    // A run that failed half-way may have left objects behind.
     let cp = ControlPlane::ensure().expect("control plane");
-    let client = cp.client().await.unwrap();
-    ControlPlane::install_crds(&client, &gk_operator::crd::all())
-        .await
-        .unwrap();
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let ns = format!("gk-footprint-{}", stamp % 1_000_000);
+    clean_up(&cp.client().await.unwrap()).await;
+    let support::OperatorEnv {
+        cp,
+        client,
+        ns,
+        net: _net,
+        kubelet: _kubelet,
+    } = support::operator_env("gk-footprint", 3).await;
     let instance = format!("footprint-{}", std::process::id());
-    clean_up(&client).await;
-    ControlPlane::ensure_namespace(&client, &ns).await.unwrap();
     let (key, value) = BENCH_LABEL.split_once('=').unwrap();
     Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
         .patch(
@@ -200,9 +186,6 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
         )
         .await
         .unwrap();
-    let net = Arc::new(GlusterNet::start(3).expect("glusterd nodes"));
-    let names: HashMap<String, usize> = (0..3).map(|i| (format!("storage-{}", i + 1), i)).collect();
-    let _kubelet = StandInKubelet::start(client.clone(), &ns, net.clone(), names);
 
     let dir = tempfile::tempdir().unwrap();
     let metrics_file = dir.path().join("metrics.txt");
@@ -246,7 +229,7 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
     .unwrap();
     let t = Instant::now();
     clusters.create(&PostParams::default(), &gc).await.unwrap();
-    wait_for("GlusterCluster Ready", 300, async || {
+    wait_until("GlusterCluster Ready", 300, async || {
         let c = clusters.get("pool").await.ok()?;
         is_true(&c.status?.conditions, "Ready").then_some(())
     })
@@ -274,7 +257,7 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
         .create(&PostParams::default(), &volume(names[0].clone()))
         .await
         .unwrap();
-    wait_for("the first GlusterVolume Ready", 300, async || {
+    wait_until("the first GlusterVolume Ready", 300, async || {
         ready(&names[0]).await
     })
     .await;
@@ -289,7 +272,7 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
             .unwrap();
     }
     for name in &names[1..] {
-        wait_for(&format!("{name} Ready"), 1800, async || ready(name).await).await;
+        wait_until(&format!("{name} Ready"), 1800, async || ready(name).await).await;
     }
     let rest_ready = t.elapsed();
 
@@ -320,7 +303,7 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
         .await;
     let want = pv_count as f64;
     let ns_label = format!("namespace=\"{ns}\"");
-    wait_for(
+    wait_until(
         "the operator to count every PersistentVolume",
         120,
         async || {
