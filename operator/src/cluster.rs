@@ -670,9 +670,10 @@ async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, E
         },
     )];
     let volumes = volumes_on(ctx, gc).await?;
-    let rollout = rollout(ctx, gc, &mut up, &volumes, old.rollout.as_ref()).await?;
+    let owned = Owned::list(ctx, gc).await?;
+    let rollout = rollout(ctx, gc, &owned, &mut up, &volumes, old.rollout.as_ref()).await?;
     let (retiring, still_in_pool) =
-        retire_removed_nodes(ctx, gc, &creds, &mut up, &volumes, &old.peers).await?;
+        retire_removed_nodes(ctx, gc, &owned, &creds, &mut up, &volumes, &old.peers).await?;
     // A node on its way out stays listed while it is still in the pool: its address is how
     // it leaves if it stops answering.
     for node in &still_in_pool {
@@ -811,30 +812,20 @@ fn removed_node(gc: &GlusterCluster, set: &StatefulSet) -> Option<String> {
 async fn retire_removed_nodes(
     ctx: &Context,
     gc: &GlusterCluster,
+    owned: &Owned,
     creds: &AgentCredentials,
     up: &mut [NodeAgent],
     volumes: &[GlusterVolume],
     known: &[PeerStatus],
 ) -> Result<(Vec<String>, Vec<String>), Error> {
-    let ns = gc.namespace().unwrap_or_default();
-    let selector = format!("{LABEL_CLUSTER}={}", gc.name_any());
-    let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
-    let removed: Vec<(String, String)> = sets
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items
+    let removed: Vec<(String, String)> = owned
+        .sets
         .iter()
         .filter(|s| s.metadata.deletion_timestamp.is_none())
         .filter_map(|s| Some((removed_node(gc, s)?, s.name_any())))
         .collect();
-    if removed.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
-    }
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let pod_list = pods
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items;
+    let sets: Api<StatefulSet> =
+        Api::namespaced(ctx.client.clone(), &gc.namespace().unwrap_or_default());
     let mut staying = Vec::new();
     let mut kept = Vec::new();
     for (node, set) in removed {
@@ -851,7 +842,8 @@ async fn retire_removed_nodes(
             continue;
         };
         // The peer's own agent names the address the pool knows it by.
-        let ip = pod_list
+        let ip = owned
+            .pods
             .iter()
             .filter(|p| p.annotations().get(ANNOTATION_NODE) == Some(&node))
             .find_map(|p| p.status.as_ref()?.pod_ip.clone());
@@ -916,6 +908,30 @@ async fn retire_removed_nodes(
         }
     }
     Ok((staying, kept))
+}
+
+/// The cluster's StatefulSets and brick pods, listed once per reconcile.
+struct Owned {
+    sets: Vec<StatefulSet>,
+    pods: Vec<Pod>,
+}
+
+impl Owned {
+    async fn list(ctx: &Context, gc: &GlusterCluster) -> Result<Self, Error> {
+        let ns = gc.namespace().unwrap_or_default();
+        let by_cluster =
+            ListParams::default().labels(&format!("{LABEL_CLUSTER}={}", gc.name_any()));
+        Ok(Self {
+            sets: Api::<StatefulSet>::namespaced(ctx.client.clone(), &ns)
+                .list(&by_cluster)
+                .await?
+                .items,
+            pods: Api::<Pod>::namespaced(ctx.client.clone(), &ns)
+                .list(&by_cluster)
+                .await?
+                .items,
+        })
+    }
 }
 
 /// What the rollout did this round.
@@ -987,22 +1003,13 @@ pub async fn data_safe(
 async fn rollout(
     ctx: &Context,
     gc: &GlusterCluster,
+    owned: &Owned,
     up: &mut [NodeAgent],
     volumes: &[GlusterVolume],
     old: Option<&RolloutStatus>,
 ) -> Result<Rollout, Error> {
-    let ns = gc.namespace().unwrap_or_default();
-    let selector = format!("{LABEL_CLUSTER}={}", gc.name_any());
-    let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let sets = sets
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items;
-    let pod_list = pods
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &gc.namespace().unwrap_or_default());
+    let (sets, pod_list) = (&owned.sets, &owned.pods);
     let mut view = Vec::new();
     for node in &gc.spec.nodes {
         let sts_name = statefulset_name(&gc.name_any(), &node.name);
