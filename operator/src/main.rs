@@ -20,11 +20,13 @@ struct Cli {
     #[arg(long, env = "GK_BRICK_IMAGE")]
     brick_image: Option<String>,
     /// Seconds between health refreshes of healthy objects.
-    #[arg(long, env = "GK_REFRESH_SECONDS", default_value_t = 30)]
+    #[arg(long, env = "GK_REFRESH_SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(5..=3600))]
     refresh_seconds: u64,
     /// Seconds a restarted brick pod may take to serve with nothing left to heal before a
     /// rolling restart stops.
-    #[arg(long, env = "GK_ROLLOUT_TIMEOUT_SECONDS", default_value_t = 900)]
+    #[arg(long, env = "GK_ROLLOUT_TIMEOUT_SECONDS", default_value_t = 900,
+          value_parser = clap::value_parser!(u64).range(10..=86400))]
     rollout_timeout_seconds: u64,
     /// Reconcile only GlusterClusters and GlusterVolumes labelled
     /// glusterkube.dev/operator-instance=<this>; without it, only those without the label.
