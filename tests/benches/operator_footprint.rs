@@ -15,7 +15,6 @@
 //! agents run in this process. Prints a Markdown table; docs/benchmarks/operator-footprint.md
 //! keeps the committed results.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -344,40 +343,25 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
     sampler.abort();
     drop(child);
 
-    let mut rows: BTreeMap<u8, (String, String)> = BTreeMap::new();
-    let mut row = |k: u8, what: &str, value: String| {
-        rows.insert(k, (what.to_string(), value));
-    };
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let mut row = |what: &str, value: String| rows.push((what.to_string(), value));
+    row("3-node GlusterCluster: apply → Ready", secs(cluster_ready));
+    row("replica-3 GlusterVolume: apply → Ready", secs(volume_ready));
     row(
-        1,
-        "3-node GlusterCluster: apply → Ready",
-        secs(cluster_ready),
-    );
-    row(
-        2,
-        "replica-3 GlusterVolume: apply → Ready",
-        secs(volume_ready),
-    );
-    row(
-        3,
         &format!(
             "{} more GlusterVolumes applied at once → all Ready",
             volume_count - 1
         ),
         secs(rest_ready),
     );
-    row(
-        4,
-        &format!("{pv_count} PersistentVolumes created → all in the operator's metrics (counted every 30 s)"),
+    row(&format!("{pv_count} PersistentVolumes created → all in the operator's metrics (counted every 30 s)"),
         secs(pvs_counted),
     );
     row(
-        5,
         "operator peak RSS (build-up and steady state)",
         mib(after.peak_kib),
     );
     row(
-        6,
         "operator CPU during build-up (seconds, % of one core)",
         format!(
             "{:.1} s over {}, {:.1} %",
@@ -391,13 +375,11 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
         steady_rss.iter().max().copied().unwrap_or(0),
     );
     row(
-        7,
         &format!("operator RSS in steady state ({} s)", steady.as_secs()),
         format!("{} – {}", mib(lo), mib(hi)),
     );
     let steady_cpu = after.cpu - before.cpu;
     row(
-        8,
         "operator CPU in steady state (% of one core)",
         format!(
             "{:.2} % ({:.1} s over {})",
@@ -407,7 +389,6 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
         ),
     );
     row(
-        9,
         "reconciles started in the whole run",
         format!("{reconciles:.0}"),
     );
@@ -415,7 +396,7 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
         "\n{volume_count} GlusterVolumes (replica 3), {pv_count} PersistentVolumes, refresh 30 s\n"
     );
     println!("| measure | result |\n|---|---|");
-    for (what, value) in rows.values() {
+    for (what, value) in &rows {
         println!("| {what} | {value} |");
     }
 
@@ -442,32 +423,27 @@ async fn clean_up(client: &kube::Client) {
             }
         })
         .await;
-    let unfinalize = Patch::Merge(json!({"metadata": {"finalizers": null}}));
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     for ns in namespaces.list_metadata(&ours).await.unwrap().items {
         let ns = ns.name_any();
-        let volumes: Api<GlusterVolume> = Api::namespaced(client.clone(), &ns);
-        for v in volumes
-            .list_metadata(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-        {
-            let _ = volumes
-                .patch(&v.name_any(), &PatchParams::default(), &unfinalize)
-                .await;
-        }
-        let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), &ns);
-        for c in clusters
-            .list_metadata(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-        {
-            let _ = clusters
-                .patch(&c.name_any(), &PatchParams::default(), &unfinalize)
-                .await;
-        }
+        drop_finalizers(Api::<GlusterVolume>::namespaced(client.clone(), &ns)).await;
+        drop_finalizers(Api::<GlusterCluster>::namespaced(client.clone(), &ns)).await;
         let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
+    }
+}
+
+/// Removes the finalizers of every object `api` lists.
+async fn drop_finalizers<K>(api: Api<K>)
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let unfinalize = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let Ok(list) = api.list_metadata(&ListParams::default()).await else {
+        return;
+    };
+    for o in list.items {
+        let _ = api
+            .patch(&o.name_any(), &PatchParams::default(), &unfinalize)
+            .await;
     }
 }
