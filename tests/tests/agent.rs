@@ -445,6 +445,17 @@ async fn half_done_create_is_rolled_back(agents: &AgentSet, net: &GlusterNet) {
     assert!(live.exists());
 }
 
+/// glusterd's quota list of `volume`, through the agent.
+async fn glusterd_quota_list(c: &mut Client, volume: &str) -> Vec<QuotaEntry> {
+    c.quota_list(VolumeRequest {
+        name: volume.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .entries
+}
+
 async fn quota_subdirectory(c: &mut Client, net: &GlusterNet) {
     const LIMIT: u64 = 10 << 20;
     let req = SubdirCreateRequest {
@@ -522,12 +533,7 @@ async fn quota_subdirectory(c: &mut Client, net: &GlusterNet) {
         "quota: EDQUOT after {} MiB on a 10 MiB limit",
         written >> 20
     );
-    let listed = c
-        .quota_list(VolumeRequest { name: "r3".into() })
-        .await
-        .unwrap()
-        .into_inner()
-        .entries;
+    let listed = glusterd_quota_list(c, "r3").await;
     let entry = listed
         .iter()
         .find(|q| q.path == "/pvc-a")
@@ -616,12 +622,7 @@ async fn quota_subdirectory(c: &mut Client, net: &GlusterNet) {
         !c.subdir_delete(del).await.unwrap().into_inner().deleted,
         "second delete"
     );
-    let listed = c
-        .quota_list(VolumeRequest { name: "r3".into() })
-        .await
-        .unwrap()
-        .into_inner()
-        .entries;
+    let listed = glusterd_quota_list(c, "r3").await;
     assert!(!listed.iter().any(|q| q.path == "/pvc-a"), "{listed:?}");
 
     // A limit that is enforced but was never registered with glusterd (the agent stopped with
@@ -644,12 +645,7 @@ async fn quota_subdirectory(c: &mut Client, net: &GlusterNet) {
     c.subdir_list(VolumeRequest { name: "r3".into() })
         .await
         .unwrap();
-    let listed = c
-        .quota_list(VolumeRequest { name: "r3".into() })
-        .await
-        .unwrap()
-        .into_inner()
-        .entries;
+    let listed = glusterd_quota_list(c, "r3").await;
     assert!(
         listed
             .iter()

@@ -71,12 +71,22 @@ impl Cluster {
         let _ = std::fs::remove_file(&f);
     }
 
+    /// The status of condition `kind` of `obj`.
     fn condition(&self, obj: &Value, kind: &str) -> Option<String> {
+        Self::condition_of(obj, kind).map(|c| c["status"].as_str().unwrap_or("").to_string())
+    }
+
+    /// The whole condition `kind` of `obj` (status, reason, message).
+    fn condition_of<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
         obj["status"]["conditions"]
             .as_array()?
             .iter()
             .find(|c| c["type"] == kind)
-            .map(|c| c["status"].as_str().unwrap_or("").to_string())
+    }
+
+    /// A JSON merge patch of one object in the demo's namespace.
+    fn merge_patch(&self, kind: &str, name: &str, patch: &str) {
+        self.kubectl(&["-n", NS, "patch", kind, name, "--type=merge", "-p", patch]);
     }
 
     fn pod_phase(&self, name: &str) -> String {
@@ -90,6 +100,17 @@ impl Cluster {
             "jsonpath={.status.phase}",
         ])
     }
+}
+
+/// Waits until pod `name` of the demo's namespace runs.
+async fn running(k: &Cluster, name: &str) {
+    until(
+        &format!("pod {name} running"),
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || (k.pod_phase(name) == "Running").then_some(()),
+    )
+    .await;
 }
 
 /// Polls `f` every `every` until it returns Some, or panics naming `what` after `limit`.
@@ -235,13 +256,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         "shared",
         "set -e\nmkdir -p /data/brick-loss\ni=0\nwhile [ $i -lt 120 ]; do\n  dd if=/dev/urandom of=/data/brick-loss/f$i bs=256k count=4 conv=fsync status=none\n  sha256sum /data/brick-loss/f$i >> /data/brick-loss/sums\n  i=$((i+1))\n  sleep 0.25\ndone\nsha256sum -c --quiet /data/brick-loss/sums\necho all 120 files written and verified",
     ));
-    until(
-        "the brick-loss writer running",
-        Duration::from_secs(120),
-        Duration::from_millis(500),
-        || (k.pod_phase("brick-loss-writer") == "Running").then_some(()),
-    )
-    .await;
+    running(&k, "brick-loss-writer").await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let killed_at = Instant::now();
     k.kubectl(&[
@@ -310,16 +325,11 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     //     Correcting the image restarts that pod at once, although its brick is offline, and
     //     the cluster is whole again without touching the other pods.
     let bad_at = Instant::now();
-    k.kubectl(&[
-        "-n",
-        NS,
-        "patch",
+    k.merge_patch(
         "glustercluster",
         "demo",
-        "--type=merge",
-        "-p",
         r#"{"spec":{"image":"127.0.0.1:9/glusterkube/brick:unpullable"}}"#,
-    ]);
+    );
     until(
         "the first brick pod stuck pulling the unpullable image",
         Duration::from_secs(180),
@@ -353,11 +363,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         Duration::from_secs(1),
         || {
             let c = k.json(&["-n", NS, "get", "glustercluster", "demo"]);
-            let d = c["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "Degraded")?
-                .clone();
+            let d = Cluster::condition_of(&c, "Degraded")?;
             (d["status"] == "True" && d["reason"] == "RolloutStalled")
                 .then(|| d["message"].as_str().unwrap_or("").to_string())
         },
@@ -374,16 +380,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     for other in ["demo-gk-node-2-0", "demo-gk-node-3-0"] {
         assert_eq!(k.pod_phase(other), "Running", "{other} was left alone");
     }
-    k.kubectl(&[
-        "-n",
-        NS,
-        "patch",
-        "glustercluster",
-        "demo",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"image":null}}"#,
-    ]);
+    k.merge_patch("glustercluster", "demo", r#"{"spec":{"image":null}}"#);
     let fixed = until(
         "the stuck pod restarted on the corrected image and the pool 3/3 again",
         Duration::from_secs(300),
@@ -411,13 +408,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         "shared",
         "mkdir -p /data/plugin-loss\nok=0; failed=0; first_error=''; i=0\nwhile [ $i -lt 90 ]; do\n  if err=$(echo \"line $i\" 2>&1 > /data/plugin-loss/f$i); then ok=$((ok+1)); else failed=$((failed+1)); [ -n \"$first_error\" ] || first_error=\"$err\"; fi\n  i=$((i+1)); sleep 0.5\ndone\necho \"writes ok=$ok failed=$failed first error: $first_error\"",
     ));
-    until(
-        "the plugin-loss writer running",
-        Duration::from_secs(120),
-        Duration::from_millis(500),
-        || (k.pod_phase("plugin-loss-writer") == "Running").then_some(()),
-    )
-    .await;
+    running(&k, "plugin-loss-writer").await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let old_plugin = k.kubectl(&[
         "-n",
@@ -503,16 +494,11 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     );
 
     // 4. Online expansion of the bound PVC.
-    k.kubectl(&[
-        "-n",
-        NS,
-        "patch",
+    k.merge_patch(
         "pvc",
         "shared",
-        "--type=merge",
-        "-p",
         r#"{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}"#,
-    ]);
+    );
     until(
         "PVC shared at 2Gi",
         Duration::from_secs(180),

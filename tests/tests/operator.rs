@@ -288,13 +288,9 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
     // Deletion waits while a PersistentVolume uses the volume; Retain keeps the bricks' data.
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let pv_name = format!("{ns}-pv");
-    let pv: PersistentVolume = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv_name},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
-                 "csi": {"driver": "gluster.glusterkube.dev", "volumeHandle": "h", "volumeAttributes": {"glusterVolume": gname}}}
-    }))
-    .unwrap();
-    pvs.create(&PostParams::default(), &pv).await.unwrap();
+    pvs.create(&PostParams::default(), &support::pv_using(&pv_name, &gname))
+        .await
+        .unwrap();
     volumes
         .delete("r3", &DeleteParams::default())
         .await

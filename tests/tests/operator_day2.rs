@@ -702,13 +702,9 @@ async fn day_two_operations_on_real_gluster() {
     mount::unmount(&root).unwrap();
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let pv_name = format!("{ns}-pv");
-    let pv: PersistentVolume = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv_name},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
-                 "csi": {"driver": "gluster.glusterkube.dev", "volumeHandle": "h", "volumeAttributes": {"glusterVolume": gname}}}
-    }))
-    .unwrap();
-    pvs.create(&PostParams::default(), &pv).await.unwrap();
+    pvs.create(&PostParams::default(), &support::pv_using(&pv_name, &gname))
+        .await
+        .unwrap();
     clusters
         .delete("pool", &DeleteParams::default())
         .await

@@ -63,3 +63,16 @@ pub async fn wait_until<T>(what: &str, secs: u64, mut probe: impl AsyncFnMut() -
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A PersistentVolume of the CSI driver on gluster volume `gluster_volume`, as a dedicated PV
+/// records it: what keeps a GlusterVolume's deletion waiting.
+#[allow(dead_code)] // each test binary compiles this module; not every one uses this
+pub fn pv_using(name: &str, gluster_volume: &str) -> k8s_openapi::api::core::v1::PersistentVolume {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                 "csi": {"driver": "gluster.glusterkube.dev", "volumeHandle": "h",
+                         "volumeAttributes": {"glusterVolume": gluster_volume}}}
+    }))
+    .unwrap()
+}
