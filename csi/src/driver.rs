@@ -13,7 +13,7 @@ use csi_proto::v1 as csi;
 use tonic::{Request, Response, Status};
 
 use crate::backend::PoolResolver;
-use crate::mount::{self, MountSource, Mounter};
+use crate::mount::{self, reattach, MountSource, Mounter};
 use crate::params::{dir_for_name, ObjectKey, Provisioning, VolumeId};
 use crate::state::{Published, StagedVolume, StateDir};
 
@@ -92,18 +92,33 @@ impl<P: PoolResolver> Driver<P> {
         })
     }
 
-    /// Repairs this plugin's mounts after a restart: a staging mount whose gluster client is
-    /// gone (ENOTCONN) or that vanished is mounted again, then every published target whose
-    /// bind mount points at the dead mount is bound again. Returns the volumes repaired.
-    pub async fn recover(&self) -> Vec<String> {
-        let mut repaired = Vec::new();
+    /// Repairs this plugin's mounts after a restart, or after a gluster client died: a staging
+    /// mount whose client is gone (ENOTCONN) or that vanished is mounted again, every
+    /// published target on the dead mount is bound again, and in every other mount namespace
+    /// (running containers) a mount of the dead filesystem is replaced by the repaired one.
+    pub async fn recover(&self) -> Repair {
+        let mut report = Repair::default();
         for v in self.state.all() {
             let _guard = match self.locks.try_lock(&v.volume_id) {
                 Ok(g) => g,
                 Err(_) => continue,
             };
-            let mut fixed = false;
-            if broken(&v.staging) {
+            let staging_dead = needs_remount(&v.staging);
+            let dead_targets: Vec<&Published> = v
+                .targets
+                .iter()
+                .filter(|t| needs_remount(&t.path))
+                .collect();
+            if !staging_dead && dead_targets.is_empty() {
+                continue;
+            }
+            // Read before anything is unmounted: containers are found by these devices.
+            let dead_devices: Vec<reattach::Device> = std::iter::once(&v.staging)
+                .filter(|_| staging_dead)
+                .chain(dead_targets.iter().map(|t| &t.path))
+                .filter_map(|p| reattach::device_at(p).ok().flatten())
+                .collect();
+            if staging_dead {
                 tracing::warn!(volume_id = %v.volume_id, staging = %v.staging.display(), "staging mount is broken; remounting");
                 let _ = nix::mount::umount2(&v.staging, nix::mount::MntFlags::MNT_DETACH);
                 let source = MountSource {
@@ -116,28 +131,38 @@ impl<P: PoolResolver> Driver<P> {
                     .mount(&source, &v.staging, &self.log_file(&v.volume_id), &v.flags)
                     .await
                 {
-                    tracing::error!(volume_id = %v.volume_id, error = %e, "remount failed; will report the volume unhealthy");
+                    tracing::error!(volume_id = %v.volume_id, error = %e, "remount failed; the volume stays reported unhealthy and the next repair tries again");
+                    report.failed.push(format!("{}: {e}", v.volume_id));
                     continue;
                 }
-                fixed = true;
             }
-            for t in &v.targets {
-                if broken(&t.path) {
-                    tracing::warn!(volume_id = %v.volume_id, target = %t.path.display(), "published mount is broken; binding again");
-                    let _ = nix::mount::umount2(&t.path, nix::mount::MntFlags::MNT_DETACH);
-                    match mount::bind(&v.staging, &t.path, t.readonly) {
-                        Ok(()) => fixed = true,
-                        Err(e) => {
-                            tracing::error!(volume_id = %v.volume_id, error = %e, "re-binding failed")
-                        }
-                    }
+            for t in dead_targets {
+                tracing::warn!(volume_id = %v.volume_id, target = %t.path.display(), "published mount is broken; binding again");
+                let _ = nix::mount::umount2(&t.path, nix::mount::MntFlags::MNT_DETACH);
+                if let Err(e) = mount::bind(&v.staging, &t.path, t.readonly) {
+                    tracing::error!(volume_id = %v.volume_id, error = %e, "re-binding failed");
+                    report.failed.push(format!("{}: {e}", v.volume_id));
                 }
             }
-            if fixed {
-                repaired.push(v.volume_id.clone());
+            let staging = v.staging.clone();
+            let (done, failed) = tokio::task::spawn_blocking(move || {
+                reattach_in_containers(&staging, &dead_devices)
+            })
+            .await
+            .unwrap_or_default();
+            for m in &done {
+                tracing::warn!(volume_id = %v.volume_id, mount = %m, "re-attached the repaired mount inside a running container");
             }
+            for e in &failed {
+                tracing::error!(volume_id = %v.volume_id, error = %e, "could not re-attach the repaired mount inside a container; restart that pod");
+            }
+            report.reattached.extend(done);
+            report
+                .failed
+                .extend(failed.into_iter().map(|e| format!("{}: {e}", v.volume_id)));
+            report.volumes.push(v.volume_id.clone());
         }
-        repaired
+        report
     }
 
     fn pools(&self) -> Result<&P, Status> {
@@ -1010,9 +1035,45 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
     }
 }
 
-/// A mount point that is not mounted, or whose gluster client no longer answers.
-fn broken(path: &Path) -> bool {
-    !mount::is_mounted(path).unwrap_or(false) || health(path).is_some()
+/// A mount point that is not mounted, or whose gluster client no longer answers. Other
+/// failures (EIO while bricks are down, say) are the volume's, and a remount would not help.
+fn needs_remount(path: &Path) -> bool {
+    !mount::is_mounted(path).unwrap_or(false)
+        || nix::sys::statvfs::statvfs(path).err() == Some(nix::Error::ENOTCONN)
+}
+
+/// What one repair pass did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Repair {
+    /// Volumes whose staging or published mounts were mounted again.
+    pub volumes: Vec<String>,
+    /// Mounts replaced inside running containers, as `pid <n>: <path in the container>`.
+    pub reattached: Vec<String>,
+    /// What could not be repaired, and why.
+    pub failed: Vec<String>,
+}
+
+/// Replaces the mounts of `dead` devices in other mount namespaces with the matching part
+/// of the repaired mount at `staging`. Returns what was replaced and what failed.
+fn reattach_in_containers(staging: &Path, dead: &[reattach::Device]) -> (Vec<String>, Vec<String>) {
+    let (mut done, mut failed) = (Vec::new(), Vec::new());
+    if dead.is_empty() {
+        return (done, failed);
+    }
+    for holder in reattach::holders(dead) {
+        for m in &holder.mounts {
+            let where_ = format!("pid {}: {}", holder.pid, m.mount_point.display());
+            let Some(source) = reattach::source_for(staging, m) else {
+                failed.push(format!("{where_}: unusable mount root {:?}", m.root));
+                continue;
+            };
+            match reattach::reattach(holder.pid, m, &source) {
+                Ok(()) => done.push(where_),
+                Err(e) => failed.push(format!("{where_}: {e}")),
+            }
+        }
+    }
+    (done, failed)
 }
 
 /// Why a mounted volume is unhealthy, or None when it answers.

@@ -37,6 +37,10 @@ struct Cli {
     /// mounts outlive the plugin container. Needs hostPID and a privileged container.
     #[arg(long, env = "GK_MOUNT_ON_HOST")]
     mount_on_host: bool,
+    /// How often the node plugin looks for mounts whose gluster client died (it also does at
+    /// start-up, before it reports ready) and repairs them.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    repair_interval_seconds: u64,
     /// The brick agents' port.
     #[arg(long, default_value_t = 24050)]
     agent_port: u16,
@@ -99,15 +103,21 @@ async fn main() -> anyhow::Result<()> {
             .ready
             .store(false, std::sync::atomic::Ordering::Relaxed);
         let d = driver.clone();
+        let every = std::time::Duration::from_secs(cli.repair_interval_seconds);
         tokio::spawn(async move {
-            let repaired = d.recover().await;
-            if !repaired.is_empty() {
-                tracing::warn!(
-                    ?repaired,
-                    "repaired broken mounts left by a previous plugin instance"
-                );
+            loop {
+                let repair = d.recover().await;
+                if !repair.volumes.is_empty() || !repair.failed.is_empty() {
+                    tracing::warn!(
+                        volumes = ?repair.volumes,
+                        reattached_in_containers = ?repair.reattached,
+                        failed = ?repair.failed,
+                        "repaired mounts whose gluster client had died"
+                    );
+                }
+                d.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(every).await;
             }
-            d.ready.store(true, std::sync::atomic::Ordering::Relaxed);
         });
     }
     gk_csi::server::serve(driver, listener, node, shutdown_signal()).await?;

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use csi::controller_client::ControllerClient;
 use csi::node_client::NodeClient;
@@ -406,9 +407,56 @@ async fn rwx_quota_expansion_deletion_and_capacity() {
     assert!(listed.entries.is_empty(), "{listed:?}");
 }
 
+/// A stand-in for a running container: a process in a private mount namespace with a
+/// published target bound at `/mnt/data` inside it, as a container runtime binds a volume.
+struct Workload(std::process::Child);
+
+impl Workload {
+    fn start(target: &Path) -> Self {
+        let script = format!(
+            "mount -t tmpfs gk-workload /mnt && mkdir /mnt/data && mount --bind '{}' /mnt/data \
+             && touch /mnt/ready && exec sleep 600",
+            target.display()
+        );
+        let child = std::process::Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .spawn()
+            .expect("unshare");
+        let w = Workload(child);
+        for _ in 0..100 {
+            if w.path("../ready").exists() {
+                return w;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the workload namespace never got ready");
+    }
+
+    /// A path inside the workload's `/mnt/data`, seen from outside through its root.
+    fn path(&self, name: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root/mnt/data/{name}", self.0.id()))
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Mount survival, fallback half: the gluster client behind a published volume dies (as it
 /// does when a plugin container that ran it is restarted); the volume reports unhealthy, and
-/// the restarted plugin repairs the staging and published mounts from its node state.
+/// the restarted plugin repairs the staging and published mounts from its node state, and
+/// the mount inside an already running container.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn restarted_plugin_reports_and_repairs_broken_mounts() {
     let env = start().await;
@@ -437,12 +485,21 @@ async fn restarted_plugin_reports_and_repairs_broken_mounts() {
     stage_and_publish(&mut node, &vol, &staging, std::slice::from_ref(&target)).await;
     let before = gk_testenv::test_data(5, 3 << 20);
     std::fs::write(target.join("before"), &before).unwrap();
+    let workload = Workload::start(&target);
+    assert_eq!(std::fs::read(workload.path("before")).unwrap(), before);
 
     // The plugin goes away, and its gluster client with it.
     gk_testenv::kill_fuse_client(&staging);
     assert_eq!(
         nix::sys::statvfs::statvfs(&target).err(),
         Some(nix::Error::ENOTCONN)
+    );
+    assert_eq!(
+        std::fs::write(workload.path("during"), b"x")
+            .unwrap_err()
+            .raw_os_error(),
+        Some(nix::libc::ENOTCONN),
+        "the running container's mount is dead too"
     );
 
     // A new plugin instance on the same node: it reports the volume, then repairs it.
@@ -469,8 +526,11 @@ async fn restarted_plugin_reports_and_repairs_broken_mounts() {
         csi::VolumeHealthErrorType::Inaccessible as i32
     );
 
-    let repaired = driver.recover().await;
-    assert_eq!(repaired, vec![vol.volume_id.clone()]);
+    let repair = driver.recover().await;
+    assert_eq!(repair.volumes, vec![vol.volume_id.clone()], "{repair:?}");
+    assert!(repair.failed.is_empty(), "{repair:?}");
+    let in_workload = format!("pid {}: /mnt/data", workload.0.id());
+    assert!(repair.reattached.contains(&in_workload), "{repair:?}");
     assert_eq!(
         std::fs::read(target.join("before")).unwrap(),
         before,
@@ -481,6 +541,14 @@ async fn restarted_plugin_reports_and_repairs_broken_mounts() {
         std::fs::read(staging.join("after")).unwrap(),
         b"written after repair"
     );
+    // The running container, never restarted, reads and writes through the repaired mount.
+    assert_eq!(std::fs::read(workload.path("before")).unwrap(), before);
+    std::fs::write(workload.path("from-workload"), b"written in the container").unwrap();
+    assert_eq!(
+        std::fs::read(staging.join("from-workload")).unwrap(),
+        b"written in the container"
+    );
+    drop(workload);
     let health = node
         .node_get_volume_health(csi::NodeGetVolumeHealthRequest {
             volume_id: vol.volume_id.clone(),
@@ -493,7 +561,7 @@ async fn restarted_plugin_reports_and_repairs_broken_mounts() {
         .unwrap();
     assert!(health.health_statuses.is_empty(), "{health:?}");
     // Nothing is left to repair a second time.
-    assert!(driver.recover().await.is_empty());
+    assert_eq!(driver.recover().await, Default::default());
 
     node.node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
         volume_id: vol.volume_id.clone(),

@@ -400,13 +400,15 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
 
     // 3. The CSI node plugin deleted during writes. The plugin runs the FUSE clients itself
     //    (the chart's default, mountOnHost: false), so the mounts break with it; the restarted
-    //    plugin repairs the staging mount and re-binds the published targets before it
-    //    reports ready. What the running workload saw is recorded; a pod started after the
-    //    repair must read the earlier data and write through the repaired mount.
+    //    plugin remounts the staging path, re-binds the published targets and re-attaches the
+    //    repaired mount inside the running container before it reports ready. The running
+    //    writer (never restarted) must write again and read its first file; it stops after
+    //    20 good writes in a row that follow a failure. A pod started after the repair must
+    //    read the earlier data and write too.
     k.apply(&writer_pod(
         "plugin-loss-writer",
         "shared",
-        "mkdir -p /data/plugin-loss\nok=0; failed=0; first_error=''; i=0\nwhile [ $i -lt 90 ]; do\n  if err=$(echo \"line $i\" 2>&1 > /data/plugin-loss/f$i); then ok=$((ok+1)); else failed=$((failed+1)); [ -n \"$first_error\" ] || first_error=\"$err\"; fi\n  i=$((i+1)); sleep 0.5\ndone\necho \"writes ok=$ok failed=$failed first error: $first_error\"",
+        "mkdir -p /data/plugin-loss\nok=0; failed=0; tail=0; first_error=''; i=0\nwhile [ $i -lt 600 ]; do\n  if err=$(echo \"line $i\" 2>&1 > /data/plugin-loss/f$i); then ok=$((ok+1)); tail=$((tail+1)); else failed=$((failed+1)); tail=0; [ -n \"$first_error\" ] || first_error=\"$err\"; fi\n  i=$((i+1))\n  if [ $failed -gt 0 ] && [ $tail -ge 20 ]; then break; fi\n  sleep 0.5\ndone\necho \"first file: $(cat /data/plugin-loss/f0 2>&1)\"\necho \"writes ok=$ok failed=$failed good since the last failure=$tail first error: $first_error\"",
     ));
     running(&k, "plugin-loss-writer").await;
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -455,7 +457,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     .await;
     let phase = until(
         "the plugin-loss writer finished",
-        Duration::from_secs(300),
+        Duration::from_secs(420),
         Duration::from_secs(1),
         || {
             let p = k.pod_phase("plugin-loss-writer");
@@ -468,6 +470,14 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     eprintln!("e2e: CSI node plugin deleted: new plugin Ready after {back:?}; the running workload: {counts}");
     assert_eq!(phase, "Succeeded", "{log}");
     assert!(counts.starts_with("writes ok="), "{log}");
+    assert!(
+        log.contains("first file: line 0"),
+        "the running writer reads its first file after the repair: {log}"
+    );
+    assert!(
+        counts.contains("good since the last failure=20 "),
+        "the running writer writes again after the repair: {log}"
+    );
     k.apply(&writer_pod(
         "after-repair",
         "shared",

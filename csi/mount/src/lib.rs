@@ -8,6 +8,8 @@ use std::process::Stdio;
 
 use tokio::process::Command;
 
+pub mod reattach;
+
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
     #[error("invalid {field}: {reason}")]
@@ -365,7 +367,7 @@ fn parse_mount_points(table: &str) -> impl Iterator<Item = String> + '_ {
         .map(unescape_octal)
 }
 
-fn unescape_octal(s: &str) -> String {
+pub(crate) fn unescape_octal(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

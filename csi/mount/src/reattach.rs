@@ -1,0 +1,236 @@
+//! Putting a repaired mount back inside running containers.
+//!
+//! A container sees a published volume through its own bind mount of the FUSE filesystem,
+//! made in its private mount namespace when it started. When the gluster client behind that
+//! filesystem dies (it ran in a node plugin container that was restarted), mounting the volume
+//! again on the node does not reach the container: nothing propagates into its private mounts,
+//! and it keeps answering ENOTCONN. So the repaired mount is cloned (`open_tree`) and moved
+//! (`move_mount`) over the dead one inside every mount namespace that still holds it. Open
+//! files and working directories on the dead mount stay dead; new opens work again.
+
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use crate::{unescape_octal, MountError};
+
+/// A device number, `major:minor`, as the mount table shows it. Every FUSE connection has its
+/// own, and it is not reused while any namespace still holds the dead mount.
+pub type Device = (u32, u32);
+
+/// One line of a mount table (`/proc/<pid>/mountinfo`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    pub device: Device,
+    /// The path inside the mounted filesystem that appears at `mount_point` (`/` unless a
+    /// subdirectory, such as a pod's `subPath`, was bound).
+    pub root: String,
+    /// Relative to the root directory of the process whose table this is.
+    pub mount_point: PathBuf,
+    /// Per-mount options (`ro`, `nosuid`, `nodev`, `noexec`, ...).
+    pub options: Vec<String>,
+    pub fs_type: String,
+}
+
+/// Parses a mountinfo table; lines that do not have the kernel's shape are skipped.
+pub fn parse_mountinfo(table: &str) -> Vec<MountEntry> {
+    table.lines().filter_map(parse_line).collect()
+}
+
+fn parse_line(line: &str) -> Option<MountEntry> {
+    let fields: Vec<&str> = line.split(' ').collect();
+    let (major, minor) = fields.get(2)?.split_once(':')?;
+    let separator = fields.iter().skip(6).position(|f| *f == "-")? + 6;
+    Some(MountEntry {
+        device: (major.parse().ok()?, minor.parse().ok()?),
+        root: unescape_octal(fields.get(3)?),
+        mount_point: PathBuf::from(unescape_octal(fields.get(4)?)),
+        options: fields.get(5)?.split(',').map(String::from).collect(),
+        fs_type: fields.get(separator + 1)?.to_string(),
+    })
+}
+
+/// The device of the topmost mount at `path` in this process's mount table.
+pub fn device_at(path: &Path) -> Result<Option<Device>, MountError> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").map_err(MountError::MountTable)?;
+    Ok(parse_mountinfo(&table)
+        .into_iter()
+        .rev()
+        .find(|e| e.mount_point == path)
+        .map(|e| e.device))
+}
+
+/// A process standing for one mount namespace other than ours, and the mounts of wanted
+/// devices in that namespace.
+#[derive(Debug, Clone)]
+pub struct Holder {
+    pub pid: i32,
+    pub mounts: Vec<MountEntry>,
+}
+
+/// Every other mount namespace on the node (one process each; this needs the host's PID
+/// namespace) that holds a mount of one of `devices`.
+pub fn holders(devices: &[Device]) -> Vec<Holder> {
+    let own = std::fs::read_link("/proc/self/ns/mnt").ok();
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        // Processes come and go while this runs; one that vanished is simply skipped.
+        let Ok(ns) = std::fs::read_link(format!("/proc/{pid}/ns/mnt")) else {
+            continue;
+        };
+        if Some(&ns) == own.as_ref() || !seen.insert(ns) {
+            continue;
+        }
+        let Ok(table) = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")) else {
+            continue;
+        };
+        let mounts: Vec<MountEntry> = parse_mountinfo(&table)
+            .into_iter()
+            .filter(|m| devices.contains(&m.device))
+            .collect();
+        if !mounts.is_empty() {
+            out.push(Holder { pid, mounts });
+        }
+    }
+    out
+}
+
+/// Where, below a repaired mount at `mount_root`, the content of `entry` lives.
+pub fn source_for(mount_root: &Path, entry: &MountEntry) -> Option<PathBuf> {
+    let relative = Path::new(&entry.root).strip_prefix("/").ok()?;
+    let safe = relative
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    safe.then(|| mount_root.join(relative))
+}
+
+fn ns_err(target: &Path, what: &str, e: impl std::fmt::Display) -> MountError {
+    MountError::Mount {
+        source_spec: what.to_string(),
+        target: target.to_path_buf(),
+        message: e.to_string(),
+        log_file: PathBuf::new(),
+    }
+}
+
+/// Replaces the dead mount `entry` in `pid`'s mount namespace with a clone of `source`, a
+/// healthy path in our namespace, keeping the entry's `ro`, `nosuid`, `nodev` and `noexec`.
+pub fn reattach(pid: i32, entry: &MountEntry, source: &Path) -> Result<(), MountError> {
+    use nix::mount::MsFlags;
+    let target = entry.mount_point.clone();
+    let fail = |what: &str, e: &dyn std::fmt::Display| ns_err(&target, what, e);
+    let tree = rustix::mount::open_tree(
+        rustix::fs::CWD,
+        source,
+        rustix::mount::OpenTreeFlags::OPEN_TREE_CLONE
+            | rustix::mount::OpenTreeFlags::OPEN_TREE_CLOEXEC,
+    )
+    .map_err(|e| fail(&format!("cloning {}", source.display()), &e))?;
+    let ns = File::open(format!("/proc/{pid}/ns/mnt"))
+        .map_err(|e| fail(&format!("mount namespace of process {pid}"), &e))?;
+    let root = File::open(format!("/proc/{pid}/root"))
+        .map_err(|e| fail(&format!("root directory of process {pid}"), &e))?;
+    let mut flags = MsFlags::empty();
+    for (option, flag) in [
+        ("ro", MsFlags::MS_RDONLY),
+        ("nosuid", MsFlags::MS_NOSUID),
+        ("nodev", MsFlags::MS_NODEV),
+        ("noexec", MsFlags::MS_NOEXEC),
+    ] {
+        if entry.options.iter().any(|o| o == option) {
+            flags |= flag;
+        }
+    }
+    // Entering another mount namespace changes the calling thread's root and working
+    // directory, so it happens on a thread of its own (with its own filesystem attributes)
+    // that ends right after.
+    let worker = std::thread::spawn(move || -> Result<(), MountError> {
+        let fail = |what: &str, e: &dyn std::fmt::Display| ns_err(&target, what, e);
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)
+            .map_err(|e| fail("unsharing filesystem attributes", &e))?;
+        nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNS)
+            .map_err(|e| fail(&format!("entering the mount namespace of {pid}"), &e))?;
+        // Paths in the process's table are relative to its root (a container's own root).
+        nix::unistd::fchdir(root.as_fd())
+            .and_then(|_| nix::unistd::chroot("."))
+            .map_err(|e| fail(&format!("entering the root directory of {pid}"), &e))?;
+        match nix::mount::umount2(&target, nix::mount::MntFlags::MNT_DETACH) {
+            Ok(()) | Err(nix::Error::EINVAL) => {}
+            Err(e) => return Err(fail("detaching the dead mount", &e)),
+        }
+        rustix::mount::move_mount(
+            tree.as_fd(),
+            "",
+            rustix::fs::CWD,
+            &target,
+            rustix::mount::MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+        .map_err(|e| fail("attaching the repaired mount", &e))?;
+        if !flags.is_empty() {
+            nix::mount::mount(
+                None::<&str>,
+                &target,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REMOUNT | flags,
+                None::<&str>,
+            )
+            .map_err(|e| fail("restoring the mount's flags", &e))?;
+        }
+        Ok(())
+    });
+    worker.join().map_err(|_| {
+        ns_err(
+            &entry.mount_point,
+            "re-attaching",
+            "the worker thread panicked",
+        )
+    })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &str = "\
+22 1 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw
+812 790 0:96 / /data rw,relatime - fuse.glusterfs 127.0.0.10:/pool/pvc-1 rw,user_id=0,group_id=0,default_permissions,allow_other,max_read=131072
+813 790 0:96 /logs/a\\040b /var/log/app ro,nosuid,nodev,relatime master:3 - fuse.glusterfs 127.0.0.10:/pool/pvc-1 rw
+garbage line
+";
+
+    #[test]
+    fn mountinfo_lines_parse_with_optional_fields_and_escapes() {
+        let e = parse_mountinfo(TABLE);
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[0].fs_type, "proc");
+        assert_eq!(e[1].device, (0, 96));
+        assert_eq!(e[1].mount_point, PathBuf::from("/data"));
+        assert_eq!(e[1].fs_type, "fuse.glusterfs");
+        assert_eq!(e[2].root, "/logs/a b");
+        assert_eq!(e[2].options, ["ro", "nosuid", "nodev", "relatime"]);
+        assert_eq!(e[2].fs_type, "fuse.glusterfs");
+    }
+
+    #[test]
+    fn sources_stay_below_the_repaired_mount() {
+        let e = parse_mountinfo(TABLE);
+        let root = Path::new("/stage");
+        assert_eq!(source_for(root, &e[1]), Some(PathBuf::from("/stage")));
+        assert_eq!(
+            source_for(root, &e[2]),
+            Some(PathBuf::from("/stage/logs/a b"))
+        );
+        let mut up = e[1].clone();
+        up.root = "/../etc".into();
+        assert_eq!(source_for(root, &up), None);
+        up.root = "relative".into();
+        assert_eq!(source_for(root, &up), None);
+    }
+}
