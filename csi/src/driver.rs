@@ -98,26 +98,44 @@ impl<P: PoolResolver> Driver<P> {
     /// (running containers) a mount of the dead filesystem is replaced by the repaired one.
     pub async fn recover(&self) -> Repair {
         let mut report = Repair::default();
+        // Read once: paths of different volumes never overlap, so repairing one volume does
+        // not change what this says about the next.
+        let table = match reattach::own_mounts() {
+            Ok(t) => t,
+            Err(e) => {
+                report.failed.push(e.to_string());
+                return report;
+            }
+        };
         for v in self.state.all() {
             let _guard = match self.locks.try_lock(&v.volume_id) {
                 Ok(g) => g,
                 Err(_) => continue,
             };
-            let staging_dead = needs_remount(&v.staging);
-            let dead_targets: Vec<&Published> = v
-                .targets
-                .iter()
-                .filter(|t| needs_remount(&t.path))
-                .collect();
+            let staging_dead = client_gone(&table, &v.staging);
+            // Read before anything is unmounted: containers are found by these devices.
+            let mut dead_devices: Vec<reattach::Device> = Vec::new();
+            if staging_dead {
+                dead_devices.extend(reattach::device_at(&table, &v.staging));
+            }
+            // A target is a bind mount of the staging mount, so it shares its device; one
+            // that does not was bound before the staging mount was last repaired.
+            let staging_device = (!staging_dead)
+                .then(|| reattach::device_at(&table, &v.staging))
+                .flatten();
+            let mut dead_targets: Vec<&Published> = Vec::new();
+            for t in &v.targets {
+                let device = reattach::device_at(&table, &t.path);
+                if staging_dead || device.is_none() || device != staging_device {
+                    dead_devices.extend(device);
+                    dead_targets.push(t);
+                }
+            }
+            dead_devices.sort();
+            dead_devices.dedup();
             if !staging_dead && dead_targets.is_empty() {
                 continue;
             }
-            // Read before anything is unmounted: containers are found by these devices.
-            let dead_devices: Vec<reattach::Device> = std::iter::once(&v.staging)
-                .filter(|_| staging_dead)
-                .chain(dead_targets.iter().map(|t| &t.path))
-                .filter_map(|p| reattach::device_at(p).ok().flatten())
-                .collect();
             if staging_dead {
                 tracing::warn!(volume_id = %v.volume_id, staging = %v.staging.display(), "staging mount is broken; remounting");
                 let _ = nix::mount::umount2(&v.staging, nix::mount::MntFlags::MNT_DETACH);
@@ -1035,11 +1053,13 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
     }
 }
 
-/// A mount point that is not mounted, or whose gluster client no longer answers. Other
-/// failures (EIO while bricks are down, say) are the volume's, and a remount would not help.
-fn needs_remount(path: &Path) -> bool {
-    !mount::is_mounted(path).unwrap_or(false)
-        || nix::sys::statvfs::statvfs(path).err() == Some(nix::Error::ENOTCONN)
+/// A staging path that is not mounted, or whose gluster client process is gone. A live client
+/// answers ENOTCONN too while no brick is reachable; that is the volume's failure, which a
+/// remount would not mend, so the process decides.
+fn client_gone(table: &[reattach::MountEntry], staging: &Path) -> bool {
+    reattach::device_at(table, staging).is_none()
+        || (nix::sys::statvfs::statvfs(staging).err() == Some(nix::Error::ENOTCONN)
+            && mount::fuse_client_pid(staging).is_none())
 }
 
 /// What one repair pass did.

@@ -44,18 +44,7 @@ pub fn test_data(seed: u64, len: usize) -> Vec<u8> {
 /// Kills the gluster FUSE client serving `mountpoint` (as a dying plugin container would
 /// take it down) and waits until the mount answers ENOTCONN. Panics if either fails.
 pub fn kill_fuse_client(mountpoint: &std::path::Path) {
-    let wanted = mountpoint.as_os_str().as_encoded_bytes();
-    let pid = std::fs::read_dir("/proc")
-        .expect("/proc")
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                let args: Vec<&[u8]> = c.split(|b| *b == 0).filter(|a| !a.is_empty()).collect();
-                args.first().is_some_and(|a| a.ends_with(b"glusterfs"))
-                    && args.last() == Some(&wanted)
-            })
-        })
+    let pid = gk_mount::fuse_client_pid(mountpoint)
         .unwrap_or_else(|| panic!("no gluster client serves {}", mountpoint.display()));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),

@@ -348,6 +348,24 @@ pub fn unmount(target: &Path) -> Result<(), MountError> {
     }
 }
 
+/// The gluster FUSE client process serving `mount_point`, found by its command line (the
+/// mount point is its last argument); None when no such process lives. Needs the PID
+/// namespace the client runs in.
+pub fn fuse_client_pid(mount_point: &Path) -> Option<i32> {
+    let wanted = mount_point.as_os_str().as_encoded_bytes();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let args: Vec<&[u8]> = c.split(|b| *b == 0).filter(|a| !a.is_empty()).collect();
+                args.first().is_some_and(|a| a.ends_with(b"glusterfs"))
+                    && args.last() == Some(&wanted)
+            })
+        })
+}
+
 /// Whether `target` is a mount point, from the kernel's mount table.
 pub fn is_mounted(target: &Path) -> Result<bool, MountError> {
     Ok(mount_points()?.iter().any(|p| p == target))

@@ -50,14 +50,19 @@ fn parse_line(line: &str) -> Option<MountEntry> {
     })
 }
 
-/// The device of the topmost mount at `path` in this process's mount table.
-pub fn device_at(path: &Path) -> Result<Option<Device>, MountError> {
+/// This process's mount table.
+pub fn own_mounts() -> Result<Vec<MountEntry>, MountError> {
     let table = std::fs::read_to_string("/proc/self/mountinfo").map_err(MountError::MountTable)?;
-    Ok(parse_mountinfo(&table)
-        .into_iter()
+    Ok(parse_mountinfo(&table))
+}
+
+/// The device of the topmost mount at `path` in `table`; None when nothing is mounted there.
+pub fn device_at(table: &[MountEntry], path: &Path) -> Option<Device> {
+    table
+        .iter()
         .rev()
         .find(|e| e.mount_point == path)
-        .map(|e| e.device))
+        .map(|e| e.device)
 }
 
 /// A process standing for one mount namespace other than ours, and the mounts of wanted
