@@ -191,6 +191,7 @@ async fn agent_manages_three_real_glusterd_nodes_over_mtls() {
     bad_requests_name_the_field(&mut c, &net).await;
     concurrent_creates_are_serialised(&agents, &net).await;
     half_done_create_is_rolled_back(&agents, &net).await;
+    a_brick_marked_by_a_failed_create_is_cleared(&agents, &net).await;
     quota_subdirectory(&mut c, &net).await;
     degraded_write_and_heal(&mut c, &net, "r3").await;
     degraded_write_and_heal(&mut c, &net, "ec").await;
@@ -443,6 +444,33 @@ async fn half_done_create_is_rolled_back(agents: &AgentSet, net: &GlusterNet) {
     );
     assert_eq!(code, Code::FailedPrecondition, "{msg}");
     assert!(live.exists());
+}
+
+/// glusterd can mark a node's new brick directory with the volume's id and then fail on a peer
+/// (seen under real kubelets: "Staging failed on <peer>. Error: Host <node> not connected");
+/// every retry then failed with "already part of a volume". The agent clears such a mark when
+/// the volume does not exist, so the next attempt succeeds.
+async fn a_brick_marked_by_a_failed_create_is_cleared(agents: &AgentSet, net: &GlusterNet) {
+    let mut c = agents.client(0).await.unwrap();
+    let path = net.nodes()[0].brick_root().join("marked-0");
+    std::fs::create_dir_all(path.join(".glusterfs")).unwrap();
+    let status = std::process::Command::new("setfattr")
+        .args(["-n", "trusted.glusterfs.volume-id", "-v"])
+        .arg("0x33aa7ea3954441629997d5dabefca900")
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let s = spec("marked", VolumeType::Replicate, bricks(net, "marked", 1));
+    let (code, msg) = code_and_message(create(&mut c, s.clone()).await);
+    assert_eq!(code, Code::FailedPrecondition, "{msg}");
+    assert!(msg.contains("already part of a volume"), "{msg}");
+    assert!(
+        !path.exists(),
+        "the mark of a volume that does not exist stayed"
+    );
+    let v = create(&mut c, s).await.expect("the retry");
+    assert_eq!(v.status, "Started");
 }
 
 /// glusterd's quota list of `volume`, through the agent.

@@ -84,9 +84,24 @@ impl<R: CommandRunner + 'static> Agent<R> {
             self.converge(want, &existing, start).await?;
             return self.info(&want.name).await;
         }
-        self.gluster
+        if let Err(e) = self
+            .gluster
             .volume_create(&want.name, want.layout, &want.bricks, want.force)
-            .await?;
+            .await
+        {
+            // glusterd can mark this node's new brick directories with the volume's id and
+            // then fail on a peer (say, one not connected for a moment); every retry would
+            // then fail with "already part of a volume". Marks of a volume that does not
+            // exist, on directories holding nothing, are cleared.
+            if matches!(self.gluster.volume_info(&want.name).await, Ok(None)) {
+                for b in &want.bricks {
+                    if b.host == self.config.advertise_address {
+                        self.clear_failed_brick(Path::new(&b.path)).await;
+                    }
+                }
+            }
+            return Err(e.into());
+        }
         let created = self.info(&want.name).await?;
         if let Err(e) = self.converge(want, &created, start).await {
             tracing::warn!(volume = %want.name, error = %e, "create failed half way; rolling back");
@@ -137,6 +152,29 @@ impl<R: CommandRunner + 'static> Agent<R> {
         for path in self.local_brick_paths(v).await {
             if let Err(e) = self.release(&path).await {
                 tracing::warn!(brick = %path.display(), error = %e, "rollback: brick not released");
+            }
+        }
+    }
+
+    /// Removes `path` if a failed create left it behind: it carries the volume id of no
+    /// existing volume and holds nothing but gluster's empty `.glusterfs` directory.
+    async fn clear_failed_brick(&self, path: &Path) {
+        let leftover = matches!(brick_volume_id(path), Ok(Some(_)))
+            && std::fs::read_dir(path).is_ok_and(|entries| {
+                entries.flatten().all(|e| {
+                    e.file_name() == ".glusterfs"
+                        && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none())
+                })
+            });
+        if !leftover {
+            return;
+        }
+        match self.release(path).await {
+            Ok(_) => {
+                tracing::info!(brick = %path.display(), "cleared a brick directory a failed create left")
+            }
+            Err(e) => {
+                tracing::warn!(brick = %path.display(), error = %e, "brick directory of a failed create not cleared")
             }
         }
     }
