@@ -32,6 +32,16 @@ for pair in "/var/lib/glusterd:$state/glusterd" "/var/log/glusterfs:$state/log";
   fi
 done
 
+# Gluster's management TLS is on while secure-access exists; the operator sets GK_GLUSTER_TLS
+# and mounts the certificate (glusterfs.pem, .key, .ca) in OpenSSL's directory.
+case ${GK_GLUSTER_TLS:-off} in
+  on)
+    [ -s /usr/lib/ssl/glusterfs.pem ] || { log "GK_GLUSTER_TLS=on but /usr/lib/ssl/glusterfs.pem is missing"; exit 1; }
+    touch /var/lib/glusterd/secure-access ;;
+  off) rm -f /var/lib/glusterd/secure-access ;;
+  *) log "GK_GLUSTER_TLS must be on or off, not $GK_GLUSTER_TLS"; exit 1 ;;
+esac
+
 glusterd -N --log-file=- &
 glusterd_pid=$!
 gk-agent serve --brick-root "$state/bricks" --mount-root "$state/mounts" &

@@ -20,6 +20,8 @@ pub struct Pool {
     pub volume: String,
     /// Volfile servers: the primary first, then the backups.
     pub servers: Vec<String>,
+    /// Whether clients must mount with gluster's TLS.
+    pub tls: bool,
 }
 
 /// Finds pools by their GlusterVolume. The production resolver reads the GlusterVolume's
@@ -94,6 +96,7 @@ pub struct Dedicated {
     pub volume: String,
     pub servers: Vec<String>,
     pub bytes: u64,
+    pub tls: bool,
 }
 
 /// A fixed set of pools.

@@ -59,6 +59,9 @@ pub struct Driver<P> {
     /// and `volumes/` (what is staged and published, read back after a restart).
     pub dir: PathBuf,
     pub ready: Arc<AtomicBool>,
+    /// Where the FUSE clients read the plugin's gluster certificate (OpenSSL's directory),
+    /// as seen by this process.
+    pub tls_dir: PathBuf,
     locks: OpLocks,
     state: StateDir,
 }
@@ -72,8 +75,36 @@ impl<P: PoolResolver> Driver<P> {
             state: StateDir::new(dir.join("volumes")),
             dir,
             ready: Arc::new(AtomicBool::new(true)),
+            tls_dir: PathBuf::from("/usr/lib/ssl"),
             locks: OpLocks::default(),
         }
+    }
+
+    /// Mounts with gluster's TLS when the volume's cluster has it: the client presents the
+    /// plugin's certificate from OpenSSL's directory (the chart mounts it there).
+    async fn mount_volume(
+        &self,
+        source: &MountSource,
+        target: &Path,
+        log: &Path,
+        flags: &[String],
+        tls: bool,
+    ) -> Result<(), mount::MountError> {
+        if !tls {
+            return self.mounter.mount(source, target, log, flags).await;
+        }
+        if !self.tls_dir.join("glusterfs.pem").exists() {
+            return Err(mount::MountError::Invalid {
+                field: "volume_context.tls",
+                reason: format!(
+                    "the volume's cluster uses TLS but this node plugin has no client \
+                     certificate in {}; the operator issues it into Secret \
+                     glusterkube-csi-gluster-tls, which the chart mounts there",
+                    self.tls_dir.display()
+                ),
+            });
+        }
+        self.mounter.mount_secure(source, target, log, flags).await
     }
 
     fn log_file(&self, volume_id: &str) -> PathBuf {
@@ -145,8 +176,13 @@ impl<P: PoolResolver> Driver<P> {
                     subdir: v.subdir.clone(),
                 };
                 if let Err(e) = self
-                    .mounter
-                    .mount(&source, &v.staging, &self.log_file(&v.volume_id), &v.flags)
+                    .mount_volume(
+                        &source,
+                        &v.staging,
+                        &self.log_file(&v.volume_id),
+                        &v.flags,
+                        v.tls,
+                    )
                     .await
                 {
                     tracing::error!(volume_id = %v.volume_id, error = %e, "remount failed; the volume stays reported unhealthy and the next repair tries again");
@@ -260,12 +296,14 @@ fn context(
     volume: &str,
     servers: &[String],
     dir: &str,
+    tls: bool,
 ) -> HashMap<String, String> {
     HashMap::from([
         ("pool".to_string(), pool.to_string()),
         ("glusterVolume".to_string(), volume.to_string()),
         ("servers".to_string(), servers.join(",")),
         ("subdir".to_string(), dir.to_string()),
+        ("tls".to_string(), tls.to_string()),
     ])
 }
 
@@ -349,7 +387,7 @@ impl<P: PoolResolver> csi::controller_server::Controller for Driver<P> {
                     .pools()?
                     .create_dedicated(&key, &provisioning, bytes)
                     .await?;
-                let mut ctx = context(&key, &d.volume, &d.servers, "");
+                let mut ctx = context(&key, &d.volume, &d.servers, "", d.tls);
                 ctx.remove("subdir");
                 return Ok(Response::new(csi::CreateVolumeResponse {
                     volume: Some(csi::Volume {
@@ -374,7 +412,7 @@ impl<P: PoolResolver> csi::controller_server::Controller for Driver<P> {
             volume: Some(csi::Volume {
                 capacity_bytes: bytes as i64,
                 volume_id: id.to_string(),
-                volume_context: context(&pool_key, &pool.volume, &pool.servers, &dir),
+                volume_context: context(&pool_key, &pool.volume, &pool.servers, &dir, pool.tls),
                 content_source: None,
                 accessible_topology: vec![],
             }),
@@ -492,7 +530,7 @@ impl<P: PoolResolver> csi::controller_server::Controller for Driver<P> {
                         dir: dir.clone(),
                     }
                     .to_string(),
-                    volume_context: context(&key, &p.volume, &p.servers, &dir),
+                    volume_context: context(&key, &p.volume, &p.servers, &dir, p.tls),
                     content_source: None,
                     accessible_topology: vec![],
                 });
@@ -687,6 +725,19 @@ impl<P: PoolResolver> csi::controller_server::Controller for Driver<P> {
     }
 }
 
+/// Whether the volume context asks for gluster's TLS; volumes made before TLS existed have no
+/// such key and mount without it.
+fn context_tls(ctx: &HashMap<String, String>) -> Result<bool, Status> {
+    match ctx.get("tls").map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(invalid(
+            "volume_context.tls",
+            format!("{other:?} must be true or false"),
+        )),
+    }
+}
+
 fn mount_source(ctx: &HashMap<String, String>) -> Result<MountSource, Status> {
     let get = |k: &str| {
         ctx.get(k)
@@ -745,6 +796,7 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
         let staging = path_arg("staging_target_path", &req.staging_target_path)?;
         let flags = mount_flags(req.volume_capability.as_ref())?;
         let source = mount_source(&req.volume_context)?;
+        let tls = context_tls(&req.volume_context)?;
         let _guard = self.locks.try_lock(&req.volume_id)?;
         let record = StagedVolume {
             volume_id: req.volume_id.clone(),
@@ -753,6 +805,7 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
             volume: source.volume.clone(),
             subdir: source.subdir.clone(),
             flags: flags.clone(),
+            tls,
             targets: self
                 .state
                 .load(&req.volume_id)
@@ -775,8 +828,7 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
         tracing::info!(volume_id = %req.volume_id, staging = %staging.display(), "NodeStageVolume");
         // Recorded first: a plugin that dies mid-mount still knows the mount is its own.
         self.save(&record)?;
-        self.mounter
-            .mount(&source, &staging, &log, &flags)
+        self.mount_volume(&source, &staging, &log, &flags, tls)
             .await
             .map_err(mount_err)?;
         Ok(Response::new(csi::NodeStageVolumeResponse {}))

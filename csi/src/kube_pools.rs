@@ -37,6 +37,7 @@ fn ready(gv: &GlusterVolume) -> Option<Dedicated> {
                 .as_ref()
                 .and_then(|q| q.0.parse().ok())
                 .unwrap_or(0),
+            tls: m.tls,
         }
     })
 }
@@ -103,6 +104,7 @@ impl PoolResolver for KubePools {
             agent,
             volume: mount.volume,
             servers,
+            tls: mount.tls,
         })
     }
 

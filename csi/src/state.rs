@@ -14,6 +14,9 @@ pub struct StagedVolume {
     pub volume: String,
     pub subdir: Option<String>,
     pub flags: Vec<String>,
+    /// Mounted with gluster's TLS (absent in records of older plugins: false).
+    #[serde(default)]
+    pub tls: bool,
     pub targets: Vec<Published>,
 }
 
@@ -113,6 +116,7 @@ mod tests {
             volume: "pool".into(),
             subdir: Some("pvc-1".into()),
             flags: vec![],
+            tls: true,
             targets: vec![Published {
                 path: "/t".into(),
                 readonly: true,

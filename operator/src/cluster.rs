@@ -155,6 +155,15 @@ pub fn build_statefulset(
         json!({"name": "tls", "secret": {"secretName": agent_tls_secret(&cluster), "defaultMode": 0o400}}),
         json!({"name": "fuse", "hostPath": {"path": "/dev/fuse", "type": "CharDevice"}}),
     ];
+    // Gluster's TLS: the entrypoint turns management TLS on (secure-access); glusterd, the
+    // bricks and the agent's mounts read the certificate from OpenSSL's directory, where a
+    // Secret volume keeps it current when it is renewed (gluster reads it per connection).
+    let tls = gc.spec.tls.enabled;
+    env.push(json!({"name": "GK_GLUSTER_TLS", "value": if tls { "on" } else { "off" }}));
+    if tls {
+        mounts.push(json!({"name": "gluster-tls", "mountPath": crate::gluster_tls::SSL_DIR, "readOnly": true}));
+        volumes.push(json!({"name": "gluster-tls", "secret": {"secretName": crate::gluster_tls::cluster_secret(&cluster), "defaultMode": 0o400}}));
+    }
     if let Some(dir) = &node.storage.directory {
         mounts.push(json!({"name": "state", "mountPath": STATE_DIR}));
         volumes
@@ -545,6 +554,8 @@ async fn cleanup(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
 async fn reconcile_inner(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
     let ns = gc.namespace().unwrap_or_default();
     let creds = ensure_pki(ctx, gc).await?;
+    let tls_secret = crate::gluster_tls::cluster_secret(&gc.name_any());
+    crate::gluster_tls::ensure(ctx, gc, meta(gc, &tls_secret)).await?;
     apply(ctx, &ns, &build_service(gc)).await?;
     apply(ctx, &ns, &build_pdb(gc)).await?;
     for node in &gc.spec.nodes {
@@ -945,6 +956,30 @@ struct Rollout {
 
 /// Whether every brick of the cluster's volumes is online with nothing to heal, asked of
 /// gluster (not of possibly stale GlusterVolume status); Err says what is not.
+/// Whether every serving node's glusterd sees all its peers connected. A restarted node can
+/// take a while to be reconnected (its address changed, and peers re-resolve its name only
+/// when DNS caches expire); until then management operations fail on the nodes that do not
+/// see it, so the next restart waits.
+async fn pool_connected(up: &mut [NodeAgent]) -> Result<Result<(), String>, Error> {
+    for a in up.iter_mut() {
+        let peers = match a
+            .client
+            .peer_status(gk_agent::proto::PeerStatusRequest {})
+            .await
+        {
+            Ok(r) => r.into_inner().peers,
+            Err(s) => return Ok(Err(format!("peer status on {}: {}", a.node, s.message()))),
+        };
+        if let Some(p) = peers.iter().find(|p| !p.connected) {
+            return Ok(Err(format!(
+                "glusterd on {} does not see peer {} connected yet",
+                a.node, p.hostname
+            )));
+        }
+    }
+    Ok(Ok(()))
+}
+
 pub async fn data_safe(
     anchor: &mut NodeAgent,
     volumes: &[GlusterVolume],
@@ -1046,10 +1081,13 @@ async fn rollout(
     let outdated = view
         .iter()
         .any(|(_, p)| p.as_ref().is_some_and(|p| !p.current));
-    let safe = match (outdated, up.first_mut()) {
+    let safe = match (outdated, up.is_empty()) {
         (false, _) => Ok(()),
-        (true, Some(anchor)) => data_safe(anchor, volumes).await?,
-        (true, None) => Err("no brick agent answers".to_string()),
+        (true, true) => Err("no brick agent answers".to_string()),
+        (true, false) => match pool_connected(up).await? {
+            Ok(()) => data_safe(&mut up[0], volumes).await?,
+            waiting => waiting,
+        },
     };
     let step = crate::plan::rollout_step(&view, safe);
     let mut stalled = None;
@@ -1203,6 +1241,38 @@ mod tests {
         )
         .unwrap();
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn brick_pods_get_gluster_tls_unless_the_cluster_turns_it_off() {
+        let pod = |gc: &GlusterCluster| {
+            let sts = build_statefulset(gc, &gc.spec.nodes[0], "img");
+            serde_json::to_value(sts.spec.unwrap().template.spec.unwrap()).unwrap()
+        };
+        let env = |p: &serde_json::Value| {
+            p["containers"][0]["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == "GK_GLUSTER_TLS")
+                .map(|e| e["value"].clone())
+        };
+        let on = pod(&cluster());
+        assert_eq!(env(&on), Some(json!("on")));
+        let mounts = on["containers"][0]["volumeMounts"].as_array().unwrap();
+        assert!(mounts
+            .iter()
+            .any(|m| m["name"] == "gluster-tls" && m["mountPath"] == "/usr/lib/ssl"));
+        let volumes = on["volumes"].as_array().unwrap();
+        assert!(volumes
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "pool-gluster-tls"));
+
+        let mut gc = cluster();
+        gc.spec.tls.enabled = false;
+        let off = pod(&gc);
+        assert_eq!(env(&off), Some(json!("off")));
+        assert!(!off.to_string().contains("gluster-tls"));
     }
 
     #[test]

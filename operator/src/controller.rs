@@ -41,6 +41,9 @@ pub struct Config {
     pub rollout_timeout: Duration,
     /// This operator's instance name (see [`INSTANCE_LABEL`]).
     pub instance: Option<String>,
+    /// The operator's own namespace: the gluster CA and the CSI node plugins' certificate
+    /// live there (see `gluster_tls`).
+    pub namespace: String,
 }
 
 impl Config {
@@ -62,6 +65,7 @@ impl Default for Config {
             csi_driver: "gluster.glusterkube.dev".into(),
             rollout_timeout: Duration::from_secs(900),
             instance: None,
+            namespace: "glusterkube".into(),
         }
     }
 }
@@ -85,6 +89,20 @@ pub async fn run(
         client: client.clone(),
         config,
         metrics,
+    });
+    // The CSI node plugins wait for their certificate (the chart mounts it), clusters or not.
+    let (c, ns) = (client.clone(), ctx.config.namespace.clone());
+    let csi_tls = tokio::spawn(async move {
+        loop {
+            let wait = match crate::gluster_tls::ensure_csi_client(&c, &ns).await {
+                Ok(()) => Duration::from_secs(3600),
+                Err(e) => {
+                    tracing::warn!(error = %e, namespace = %ns, "issuing the CSI node plugins' gluster certificate; retrying");
+                    Duration::from_secs(10)
+                }
+            };
+            tokio::time::sleep(wait).await;
+        }
     });
     let shutdown = futures::future::FutureExt::shared(Box::pin(shutdown));
     let selector = ctx.config.selector();
@@ -140,6 +158,7 @@ pub async fn run(
         });
     let pv_counts = count_persistent_volumes(client, ctx_for_pvs, shutdown_for_pvs);
     futures::join!(cluster_ctrl, volume_ctrl, pv_counts);
+    csi_tls.abort();
 }
 
 /// Keeps the PersistentVolume count per GlusterVolume in the metrics current: PVs are

@@ -6,6 +6,7 @@ pub mod conditions;
 pub mod controller;
 pub mod crd;
 mod error;
+pub mod gluster_tls;
 pub mod metrics;
 pub mod pki;
 pub mod plan;

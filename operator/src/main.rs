@@ -32,6 +32,10 @@ struct Cli {
     /// glusterkube.dev/operator-instance=<this>; without it, only those without the label.
     #[arg(long, env = "GK_OPERATOR_INSTANCE")]
     instance: Option<String>,
+    /// The operator's own namespace, where the gluster CA and the CSI node plugins'
+    /// certificate are kept.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "glusterkube")]
+    namespace: String,
 }
 
 #[tokio::main]
@@ -51,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
         refresh: Duration::from_secs(cli.refresh_seconds),
         rollout_timeout: Duration::from_secs(cli.rollout_timeout_seconds),
         instance: cli.instance,
+        namespace: cli.namespace,
         ..Config::default()
     };
     if let Some(image) = cli.brick_image {

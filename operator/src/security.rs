@@ -171,10 +171,71 @@ pub fn node_identity(cluster: &str, node: &str) -> String {
 /// The certificate common name of the CSI node plugins' FUSE clients.
 pub const CSI_CLIENT_IDENTITY: &str = "gk-csi-node";
 
+/// The certificate common name shared by one cluster's glusterd and bricks (its self-heal,
+/// quota and rebalance clients connect with it too). Built from the GlusterCluster's uid: unique,
+/// and always within the 64 characters a common name may have.
+pub fn cluster_identity(uid: &str) -> String {
+    format!("gk-node-{uid}")
+}
+
+/// Volume options the operator sets for access control; a GlusterVolume's own options may
+/// not name them.
+pub fn is_access_option(key: &str) -> bool {
+    matches!(
+        key,
+        "auth.allow" | "auth.reject" | "auth.ssl-allow" | "client.ssl" | "server.ssl"
+    ) || key.starts_with("ssl.")
+}
+
+/// Who may mount a cluster's volumes: with TLS its own nodes and the CSI node plugins, by
+/// certificate; without, the cluster's `clientNetworks`.
+pub fn cluster_access(tls: bool, uid: &str, client_networks: &[String]) -> Access {
+    if tls {
+        Access::Tls {
+            common_names: vec![cluster_identity(uid), CSI_CLIENT_IDENTITY.to_string()],
+        }
+    } else {
+        Access::Addresses {
+            cidrs: client_networks.to_vec(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn cluster_access_is_by_certificate_or_by_network_never_everyone() {
+        let uid = "0c6f2f3e-5a1b-4c8e-9d2f-3b4a5c6d7e8f";
+        assert!(cluster_identity(uid).len() <= 64);
+        let tls = volume_options(&cluster_access(true, uid, &[])).unwrap();
+        assert_eq!(
+            tls.last().unwrap(),
+            &(
+                "auth.ssl-allow".to_string(),
+                format!("gk-csi-node,gk-node-{uid}")
+            )
+        );
+        let plain = volume_options(&cluster_access(false, uid, &["10.244.0.0/16".into()])).unwrap();
+        assert_eq!(
+            plain,
+            [("auth.allow".to_string(), "10.244.*.*".to_string())]
+        );
+        let e = volume_options(&cluster_access(false, uid, &[])).unwrap_err();
+        assert_eq!(e.field, "clientNetworks");
+        for k in [
+            "auth.allow",
+            "auth.ssl-allow",
+            "server.ssl",
+            "client.ssl",
+            "ssl.cipher-list",
+        ] {
+            assert!(is_access_option(k), "{k}");
+        }
+        assert!(!is_access_option("performance.cache-size"));
+    }
 
     #[test]
     fn tls_options_name_only_the_allowed_identities() {

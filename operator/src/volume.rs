@@ -25,6 +25,7 @@ use crate::crd::{
     MountInfo, VolumeType,
 };
 use crate::plan::{self, NodeSlot};
+use crate::security;
 use crate::Error;
 
 pub const FINALIZER: &str = "glusterkube.dev/gluster-volume";
@@ -111,6 +112,20 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         return Err(Error::NotReady(msg));
     }
 
+    // Who may mount: set with the volume's creation (before its bricks first start, as
+    // server.ssl needs) and kept afterwards. A volume's own options may not loosen it.
+    let access = match access_options(gv, &gc) {
+        Ok(a) => a,
+        Err(e) => {
+            let d = vec![
+                Desired::new("Ready", false, "InvalidSpec", e.to_string()),
+                Desired::new("Progressing", false, "InvalidSpec", e.to_string()),
+            ];
+            set_status(ctx, gv, keep, &d).await?;
+            return Err(e.into());
+        }
+    };
+
     // Gluster is the source of truth: an existing volume is never re-planned.
     let existing = info(&mut agents[0], &name).await?;
     if existing.is_none() {
@@ -159,7 +174,7 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
             disperse_data: data,
             disperse_redundancy: redundancy,
             bricks: planned.iter().map(|b| b.to_string()).collect(),
-            options: Default::default(),
+            options: access.iter().cloned().collect(),
             force: false,
         };
         let anchor = &mut agents[0];
@@ -199,7 +214,8 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
 
     // Options: the profile, then the volume's own. Refusals are reported, not dropped.
     let profile = gv.spec.profile.unwrap_or(gc.spec.default_profile);
-    let options = plan::options(profile, plan::layout(&gv.spec)?, &gv.spec.options);
+    let mut options = plan::options(profile, plan::layout(&gv.spec)?, &gv.spec.options);
+    options.extend(access);
     let set = agents[0]
         .client
         .volume_set(VolumeSetRequest {
@@ -210,7 +226,55 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         .map_err(|s| Error::agent(&agents[0].node, s))?
         .into_inner();
 
+    // A volume whose access control gluster refused is never reported Ready.
+    if let Some(r) = set
+        .rejected
+        .iter()
+        .find(|r| security::is_access_option(&r.key))
+    {
+        let msg = format!(
+            "gluster refused the access option {}={}: {}; until it is set the volume may be \
+             mountable by clients it should refuse. Check the GlusterCluster's tls and \
+             clientNetworks",
+            r.key, r.value, r.reason
+        );
+        let d = vec![
+            Desired::new("Ready", false, "AccessNotEnforced", msg.clone()),
+            Desired::new("Degraded", true, "AccessNotEnforced", msg.clone()),
+        ];
+        set_status(ctx, gv, keep, &d).await?;
+        return Err(Error::NotReady(msg));
+    }
     observe(gv, ctx, &gc, &name, &mut agents, &set.rejected, day2).await
+}
+
+/// The access-control options of `gv`'s volume on cluster `gc` (see `security`).
+pub fn access_options(
+    gv: &GlusterVolume,
+    gc: &GlusterCluster,
+) -> Result<Vec<(String, String)>, plan::SpecError> {
+    if let Some(k) = gv
+        .spec
+        .options
+        .keys()
+        .find(|k| security::is_access_option(k))
+    {
+        return Err(plan::SpecError {
+            field: format!("spec.options.{k}"),
+            reason: "access control (TLS, auth.allow, auth.ssl-allow) is set by the operator \
+                     from the GlusterCluster's tls and clientNetworks; remove this option"
+                .into(),
+        });
+    }
+    let access = security::cluster_access(
+        gc.spec.tls.enabled,
+        &gc.uid().unwrap_or_default(),
+        &gc.spec.client_networks,
+    );
+    security::volume_options(&access).map_err(|e| plan::SpecError {
+        field: format!("GlusterCluster {}: spec.{}", gc.name_any(), e.field),
+        reason: e.reason,
+    })
 }
 
 async fn info(agent: &mut NodeAgent, name: &str) -> Result<Option<gk_agent::proto::Volume>, Error> {
@@ -326,6 +390,7 @@ async fn observe(
         volume: name.to_string(),
         volfile_server: first.clone(),
         backup_volfile_servers: rest.to_vec(),
+        tls: gc.spec.tls.enabled,
     });
 
     // A brick process that died on a node whose agent answers is restarted, then healed.
@@ -652,6 +717,40 @@ pub fn pod_to_volumes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn access_options_come_from_the_cluster_and_cannot_be_overridden() {
+        let gc: GlusterCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterCluster",
+            "metadata": {"name": "c1", "namespace": "storage", "uid": "u-1"},
+            "spec": {"nodes": [{"name": "a", "storage": {"directory": "/srv/g"}}]},
+        }))
+        .unwrap();
+        let gv = |options: serde_json::Value| -> GlusterVolume {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+                "metadata": {"name": "v", "namespace": "storage"},
+                "spec": {"cluster": "c1", "type": "Distribute", "options": options},
+            }))
+            .unwrap()
+        };
+        let tls = access_options(&gv(serde_json::json!({})), &gc).unwrap();
+        assert!(tls.contains(&("auth.ssl-allow".into(), "gk-csi-node,gk-node-u-1".into())));
+        assert!(tls.contains(&("server.ssl".into(), "on".into())));
+
+        let e = access_options(&gv(serde_json::json!({"auth.allow": "*"})), &gc).unwrap_err();
+        assert_eq!(e.field, "spec.options.auth.allow");
+
+        let mut plain = gc.clone();
+        plain.spec.tls.enabled = false;
+        let e = access_options(&gv(serde_json::json!({})), &plain).unwrap_err();
+        assert_eq!(e.field, "GlusterCluster c1: spec.clientNetworks");
+        plain.spec.client_networks = vec!["10.244.0.0/16".into()];
+        assert_eq!(
+            access_options(&gv(serde_json::json!({})), &plain).unwrap(),
+            [("auth.allow".to_string(), "10.244.*.*".to_string())]
+        );
+    }
 
     #[test]
     fn a_brick_pod_wakes_the_volumes_of_its_cluster_only() {

@@ -57,6 +57,8 @@ async fn main() {
         agent,
         volume: "pool".into(),
         servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
+        // Plain gluster: TLS mounts are covered through the operator (tests/tests/operator.rs).
+        tls: false,
     };
     let pools = StaticPools {
         pools: Arc::new(HashMap::from([(key, pool)])),

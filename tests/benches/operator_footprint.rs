@@ -36,6 +36,7 @@ use support::wait_until;
 /// Set in the re-executed child: where it writes its metrics.
 const CHILD_METRICS: &str = "GK_BENCH_OPERATOR_METRICS";
 const CHILD_INSTANCE: &str = "GK_BENCH_OPERATOR_INSTANCE";
+const CHILD_NAMESPACE: &str = "GK_BENCH_OPERATOR_NAMESPACE";
 const DRIVER: &str = "gluster.glusterkube.dev";
 /// On the bench's namespaces and PersistentVolumes, so that a later run can clean up after
 /// one that failed.
@@ -70,6 +71,7 @@ fn run_operator(metrics_file: PathBuf) {
         let config = Config {
             instance: Some(instance),
             brick_image: "glusterkube/brick:test".into(),
+            namespace: std::env::var(CHILD_NAMESPACE).expect("namespace"),
             ..Config::default()
         };
         let metrics = Arc::new(Metrics::default());
@@ -192,6 +194,7 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
         std::process::Command::new(std::env::current_exe().unwrap())
             .env(CHILD_METRICS, &metrics_file)
             .env(CHILD_INSTANCE, &instance)
+            .env(CHILD_NAMESPACE, &ns)
             .env("KUBECONFIG", &cp.kubeconfig)
             .spawn()
             .expect("starting the operator"),

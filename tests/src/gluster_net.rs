@@ -37,6 +37,8 @@ const NS_PREFIX: &str = "gk";
 pub const GLUSTER_SSL_DIR: &str = "/usr/lib/ssl";
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
+/// Serialises making the shared mount point, which clients started at once would race for.
+static SHARED_MOUNTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 pub struct Node {
     pub address: String,
@@ -45,8 +47,6 @@ pub struct Node {
     /// Behind a lock so a shared environment can stop and restart a node, as a pod restart
     /// does.
     glusterd: std::sync::Mutex<Option<Child>>,
-    /// Whether the node has its own TLS directory (see [`GlusterNet::start_tls`]).
-    tls: bool,
 }
 
 impl Node {
@@ -71,10 +71,44 @@ impl Node {
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     }
 
-    /// The directory the node sees as [`GLUSTER_SSL_DIR`] (TLS environments only). Writing new files
-    /// here is what a rotated Secret does in a brick pod.
+    /// The directory the node sees as [`GLUSTER_SSL_DIR`]. Writing new files here is what a
+    /// rotated Secret does in a brick pod.
     pub fn ssl_dir(&self) -> PathBuf {
         self.dir.join("ssl")
+    }
+
+    /// Gives the node gluster's TLS (`files` in its TLS directory and a `secure-access` file,
+    /// as a brick pod's Secret and entrypoint do) or takes it away. Returns whether TLS was
+    /// switched: glusterd reads `secure-access` when it starts, so that needs a restart (new
+    /// certificates do not: gluster reads them per connection).
+    pub fn set_tls(&self, files: Option<&TlsFiles>) -> Result<bool, EnvError> {
+        let ssl = self.ssl_dir();
+        let secure = self.dir.join("lib/secure-access");
+        let read = |n: &str| std::fs::read_to_string(ssl.join(n)).unwrap_or_default();
+        let had = (
+            read("glusterfs.pem"),
+            read("glusterfs.key"),
+            read("glusterfs.ca"),
+        );
+        let had_secure = secure.exists();
+        std::fs::create_dir_all(self.dir.join("lib"))?;
+        match files {
+            Some(f) => {
+                if had != (f.cert_pem.clone(), f.key_pem.clone(), f.ca_pem.clone()) {
+                    f.write_to(&ssl)?;
+                }
+                // Its presence turns on TLS for glusterd's own connections.
+                std::fs::write(&secure, "")?;
+                Ok(!had_secure)
+            }
+            None => {
+                for n in ["glusterfs.pem", "glusterfs.key", "glusterfs.ca"] {
+                    let _ = std::fs::remove_file(ssl.join(n));
+                }
+                let _ = std::fs::remove_file(&secure);
+                Ok(had_secure)
+            }
+        }
     }
 }
 
@@ -245,15 +279,10 @@ impl GlusterNet {
                 ns: ns.clone(),
                 dir: self.root.join(format!("n{i}")),
                 glusterd: std::sync::Mutex::new(None),
-                tls: tls.is_some(),
             });
             attach(&sw, &ns, &format!("v{i}"), &address)?;
             if let Some(files) = &tls {
-                let node = &self.nodes[i - 1];
-                files[i - 1].write_to(&node.ssl_dir())?;
-                std::fs::create_dir_all(node.dir.join("lib"))?;
-                // Its presence turns on TLS for glusterd's own connections.
-                std::fs::write(node.dir.join("lib/secure-access"), "")?;
+                self.nodes[i - 1].set_tls(Some(&files[i - 1]))?;
             }
         }
         attach(
@@ -273,7 +302,7 @@ impl GlusterNet {
 
     fn start_node(&mut self, i: usize) -> Result<(), EnvError> {
         let node = &self.nodes[i];
-        for sub in ["lib", "run", "log", "bricks"] {
+        for sub in ["lib", "run", "log", "bricks", "ssl"] {
             std::fs::create_dir_all(node.dir.join(sub))?;
         }
         let img = node.dir.join("bricks.xfs");
@@ -317,13 +346,8 @@ impl GlusterNet {
         // directory, so the test can reach the socket from outside too). Tools that only know
         // the default path, such as glfsheal behind `volume heal info`, then work unchanged.
         let d = node.dir.display();
-        let ssl = if node.tls {
-            format!("mount --bind {d}/ssl {GLUSTER_SSL_DIR} && ")
-        } else {
-            String::new()
-        };
         let script = format!(
-            "{ssl}mount -t tmpfs gk-run /run && mkdir /run/gluster && \
+            "mount --bind {d}/ssl {GLUSTER_SSL_DIR} && mount -t tmpfs gk-run /run && mkdir /run/gluster && \
              mount --bind {d}/run /run/gluster && ln -s gluster/glusterd.socket /run/glusterd.socket && \
              mount --bind {d}/lib /var/lib/glusterd && mount --bind {d}/log /var/log/glusterfs && \
              exec glusterd -N -f {}",
@@ -501,25 +525,55 @@ impl GlusterNet {
         if secure_access {
             std::fs::write(dir.join("lib/secure-access"), "")?;
         }
+        self.holder(&ns, address, dir, &format!("c{host}"))
+    }
+
+    /// A client in node `i`'s network namespace that sees the node's TLS directory and
+    /// /var/lib/glusterd, as processes inside a brick pod do (the brick agent's own mounts).
+    pub fn node_client(&self, i: usize) -> Result<Client, EnvError> {
+        let node = &self.nodes[i];
+        self.holder(
+            &node.ns,
+            node.address.clone(),
+            node.dir.clone(),
+            &format!("n{}", i + 1),
+        )
+    }
+
+    /// Starts the process holding a client's mount namespace: network namespace `netns`,
+    /// `dir`/ssl as its TLS directory and `dir`/lib as its /var/lib/glusterd.
+    fn holder(
+        &self,
+        netns: &str,
+        address: String,
+        dir: PathBuf,
+        mounts_name: &str,
+    ) -> Result<Client, EnvError> {
         // Mounts made inside the client's mount namespace reach the test's through a shared
         // mount; the client's own TLS directory and /var/lib/glusterd sit on the private root and
         // stay its own.
         let mounts = self.root.join("shared-mounts");
-        if !mounts.exists() {
-            std::fs::create_dir_all(&mounts)?;
-            let m = mounts.to_str().expect("utf-8 path");
-            run("mount", &["--bind", m, m])?;
-            run("mount", &["--make-shared", m])?;
+        {
+            let _once = SHARED_MOUNTS.lock().expect("shared mounts lock");
+            if !mounts.exists() {
+                std::fs::create_dir_all(&mounts)?;
+                let m = mounts.to_str().expect("utf-8 path");
+                run("mount", &["--bind", m, m])?;
+                run("mount", &["--make-shared", m])?;
+            }
         }
-        let mounts = mounts.join(format!("c{host}"));
+        let mounts = mounts.join(mounts_name);
         std::fs::create_dir_all(&mounts)?;
+        for sub in ["ssl", "lib"] {
+            std::fs::create_dir_all(dir.join(sub))?;
+        }
         let d = dir.display();
         let script = format!(
             "mount --bind {d}/ssl {GLUSTER_SSL_DIR} && mount --bind {d}/lib /var/lib/glusterd && \
              exec sleep infinity"
         );
         let holder = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{ns}"))
+            .arg(format!("--net=/run/netns/{netns}"))
             .args([
                 "unshare",
                 "--mount",
@@ -546,7 +600,7 @@ impl GlusterNet {
         {
             if Instant::now() > deadline {
                 return Err(EnvError::Setup(format!(
-                    "client {host}: its namespace did not come up"
+                    "client {mounts_name}: its namespace did not come up"
                 )));
             }
             std::thread::sleep(Duration::from_millis(20));

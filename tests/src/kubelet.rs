@@ -61,6 +61,9 @@ struct Serving {
     uid: String,
     stop: oneshot::Sender<()>,
     server: JoinHandle<()>,
+    /// The namespace the agent's own FUSE mounts run in: the node's network, TLS directory
+    /// and /var/lib/glusterd, as inside the brick pod.
+    _mounts: crate::gluster_net::Client,
 }
 
 impl StandInKubelet {
@@ -215,6 +218,15 @@ async fn serve_pods(
             continue;
         }
         if let std::collections::hash_map::Entry::Vacant(slot) = running.entry(index) {
+            // As a kubelet would, wait for the pod's Secrets to exist.
+            let Some(tls_switched) = node_tls(pod, secrets, net, index).await? else {
+                continue;
+            };
+            if tls_switched && !stopped.contains(&index) {
+                let net = net.clone();
+                let _ = tokio::task::spawn_blocking(move || net.stop_node(index)).await;
+                stopped.insert(index);
+            }
             if stopped.contains(&index) {
                 let net = net.clone();
                 tokio::task::spawn_blocking(move || net.restart_node(index))
@@ -222,11 +234,12 @@ async fn serve_pods(
                     .map_err(|e| EnvError::Setup(e.to_string()))??;
                 stopped.remove(&index);
             }
-            if let Some((stop, server)) = start_agent(pod, secrets, net, index).await? {
+            if let Some((stop, server, mounts)) = start_agent(pod, secrets, net, index).await? {
                 slot.insert(Serving {
                     uid: pod.uid().unwrap_or_default(),
                     stop,
                     server,
+                    _mounts: mounts,
                 });
                 shared.lock().expect("kubelet state").events.push(PodEvent {
                     node: node_name(nodes, index),
@@ -262,21 +275,85 @@ async fn serve_pods(
     Ok(())
 }
 
+/// The Secret a pod mounts as volume `volume`.
+fn secret_volume(pod: &Pod, volume: &str) -> Option<String> {
+    pod.spec
+        .as_ref()?
+        .volumes
+        .as_ref()?
+        .iter()
+        .find(|v| v.name == volume)?
+        .secret
+        .as_ref()?
+        .secret_name
+        .clone()
+}
+
+/// Applies the pod's gluster TLS to node `index` as its entrypoint would: with
+/// `GK_GLUSTER_TLS=on`, the `gluster-tls` Secret's files in the node's TLS directory (what
+/// the pod mounts at /usr/lib/ssl) and `secure-access`; otherwise neither. `None` while the
+/// Secret is missing; else whether TLS was switched, which glusterd only reads at start.
+async fn node_tls(
+    pod: &Pod,
+    secrets: &Api<Secret>,
+    net: &GlusterNet,
+    index: usize,
+) -> Result<Option<bool>, EnvError> {
+    let on = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.env.as_ref())
+        .and_then(|env| env.iter().find(|e| e.name == "GK_GLUSTER_TLS"))
+        .and_then(|e| e.value.as_deref())
+        == Some("on");
+    let node = &net.nodes()[index];
+    if !on {
+        return node.set_tls(None).map(Some);
+    }
+    let name = secret_volume(pod, "gluster-tls").ok_or_else(|| {
+        EnvError::Setup(format!(
+            "pod {} has GK_GLUSTER_TLS=on but mounts no gluster-tls Secret",
+            pod.name_any()
+        ))
+    })?;
+    let Some(secret) = secrets
+        .get_opt(&name)
+        .await
+        .map_err(|e| EnvError::Setup(e.to_string()))?
+    else {
+        return Ok(None);
+    };
+    let text = |k: &str| {
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(k))
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .unwrap_or_default()
+    };
+    let files = crate::gluster_net::TlsFiles {
+        cert_pem: text("glusterfs.pem"),
+        key_pem: text("glusterfs.key"),
+        ca_pem: text("glusterfs.ca"),
+    };
+    node.set_tls(Some(&files)).map(Some)
+}
+
+type Started = (
+    oneshot::Sender<()>,
+    JoinHandle<()>,
+    crate::gluster_net::Client,
+);
+
 /// Starts node `index`'s agent with the pod's TLS Secret; `None` while the Secret is missing.
 async fn start_agent(
     pod: &Pod,
     secrets: &Api<Secret>,
     net: &GlusterNet,
     index: usize,
-) -> Result<Option<(oneshot::Sender<()>, JoinHandle<()>)>, EnvError> {
-    let secret_name = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.volumes.as_ref())
-        .and_then(|v| {
-            v.iter()
-                .find_map(|v| v.secret.as_ref()?.secret_name.clone())
-        })
+) -> Result<Option<Started>, EnvError> {
+    let secret_name = secret_volume(pod, "tls")
         .ok_or_else(|| EnvError::Setup(format!("pod {} mounts no TLS Secret", pod.name_any())))?;
     let Some(secret) = secrets
         .get_opt(&secret_name)
@@ -295,11 +372,12 @@ async fn start_agent(
     };
     let tls_config = tls::server_config(&data("ca.crt"), &data("tls.crt"), &data("tls.key"));
     let n = &net.nodes()[index];
+    let mounts = net.node_client(index)?;
     let config = AgentConfig {
         advertise_address: n.address.clone(),
         volfile_server: n.address.clone(),
-        mount_root: net.scratch_dir(&format!("pod-mounts-{index}"))?,
-        mounter: net.client_mounter(),
+        mount_root: mounts.mount_dir("agent")?,
+        mounter: mounts.mounter(),
         brick_roots: vec![n.brick_root()],
     };
     let agent = Agent::new(net.gluster(index), config);
@@ -327,5 +405,5 @@ async fn start_agent(
             tracing::error!(error = %e, "stand-in agent stopped");
         }
     });
-    Ok(Some((tx, server)))
+    Ok(Some((tx, server, mounts)))
 }

@@ -56,6 +56,8 @@ async fn crd_is_applied_and_an_object_reads_back_through_kube_rs() {
         tolerations: vec![],
         default_profile: Default::default(),
         replacements: vec![],
+        tls: Default::default(),
+        client_networks: vec![],
     };
     let _ = api.delete("pool", &DeleteParams::default()).await;
     wait("old object gone", 30, async {

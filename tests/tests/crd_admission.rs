@@ -69,6 +69,25 @@ fn bad_creates() -> Vec<(&'static str, (&'static str, Value), &'static str)> {
             "spec.nodes[1]",
         ),
         (
+            "TLS off without clientNetworks",
+            cluster(json!({"nodes": [node("a", dir.clone())], "tls": {"enabled": false}})),
+            "spec.clientNetworks",
+        ),
+        (
+            "clientNetworks entry not an IPv4 CIDR",
+            cluster(
+                json!({"nodes": [node("a", dir.clone())], "tls": {"enabled": false}, "clientNetworks": ["fd00::/64"]}),
+            ),
+            "spec.clientNetworks",
+        ),
+        (
+            "clientNetworks entry an address, not a CIDR",
+            cluster(
+                json!({"nodes": [node("a", dir.clone())], "tls": {"enabled": false}, "clientNetworks": ["10.0.0.1"]}),
+            ),
+            "spec.clientNetworks",
+        ),
+        (
             "device and directory",
             cluster(
                 json!({"nodes": [node("a", json!({"device": "/dev/sdb", "directory": "/x"}))]}),
@@ -326,6 +345,13 @@ fn bad_updates() -> Vec<(&'static str, &'static str, Value, Value, &'static str)
             json!({"nodes": [node("a", dir.clone())]}),
             json!({"nodes": [node("a", json!({"directory": "/srv/other"}))]}),
             "spec.nodes[0].storage",
+        ),
+        (
+            "TLS switched off",
+            "GlusterCluster",
+            json!({"nodes": [node("a", dir.clone())]}),
+            json!({"nodes": [node("a", dir.clone())], "tls": {"enabled": false}, "clientNetworks": ["10.0.0.0/8"]}),
+            "spec.tls.enabled",
         ),
     ]
 }

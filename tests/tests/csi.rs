@@ -36,6 +36,8 @@ async fn start() -> Env {
         agent,
         volume: "pool".into(),
         servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
+        // Plain gluster: TLS mounts are covered through the operator (tests/tests/operator.rs).
+        tls: false,
     };
     let key = ObjectKey {
         namespace: "storage".into(),

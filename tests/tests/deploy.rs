@@ -1117,7 +1117,10 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
     let ctx = Arc::new(Context {
         recorder: Recorder::new(op.clone(), Reporter::from(MANAGER)),
         client: op.clone(),
-        config: Config::default(),
+        config: Config {
+            namespace: release_ns.to_string(),
+            ..Config::default()
+        },
         metrics: Arc::new(gk_operator::metrics::Metrics::default()),
     });
     // No kubelet runs the brick pod, so the cluster cannot become ready; everything up to
@@ -1136,6 +1139,11 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
     eprintln!("operator calls: {:?}", op_log.lock().unwrap());
     for (method, path) in [
         ("GET", "/secrets/gluster-"),
+        // Gluster TLS: the CA and the CSI node plugins' certificate in the release's
+        // namespace, the cluster's certificate in its own.
+        ("GET", "/secrets/glusterkube-gluster-ca"),
+        ("PATCH", "/secrets/glusterkube-csi-gluster-tls"),
+        ("PATCH", "/secrets/gluster-gluster-tls"),
         ("PATCH", "/services/"),
         ("PATCH", "/poddisruptionbudgets/"),
         ("PATCH", "/statefulsets/"),

@@ -366,7 +366,7 @@ async fn tls_encrypts_authenticates_and_rotates() {
     let log = per_mount.log_file("secure-mgmt");
     let mounter = per_mount.mounter();
     if let Err(e) = mounter
-        .mount_secure(&net.mount_source("sec"), &dir, &log, false)
+        .mount_secure(&net.mount_source("sec"), &dir, &log, &[])
         .await
     {
         panic!("{e}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
@@ -377,7 +377,10 @@ async fn tls_encrypts_authenticates_and_rotates() {
     // A subdirectory, read-only, the same way.
     let mut sub = net.mount_source("sec");
     sub.subdir = Some("sub".into());
-    mounter.mount_secure(&sub, &dir, &log, true).await.unwrap();
+    mounter
+        .mount_secure(&sub, &dir, &log, &["ro".into()])
+        .await
+        .unwrap();
     assert_eq!(std::fs::read(dir.join("per-mount")).unwrap(), b"ok");
     assert!(
         std::fs::write(dir.join("x"), b"x").is_err(),

@@ -2,15 +2,19 @@
 //! 3-node GlusterCluster becomes Ready, volumes of each type become Ready with the profile
 //! applied, a killed brick shows as Degraded 2/3 and heals back, an operator killed in the
 //! middle of a create converges without duplicates, and deletion waits for PersistentVolumes.
+//! Gluster's TLS is on (the default): the volumes carry the access options, a CSI node plugin
+//! with the operator's client certificate stages and publishes a PV, and clients without a
+//! certificate, with one from another CA, or with a trusted one under another name are refused.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use csi_proto::v1 as csi;
 use gk_operator::controller::{self, Config};
 use gk_operator::crd::{GlusterCluster, GlusterVolume};
 use gk_operator::metrics::Metrics;
-use gk_testenv::gluster_net::GlusterNet;
+use gk_testenv::gluster_net::{Client, GlusterNet, TlsFiles};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -28,11 +32,12 @@ fn instance() -> String {
     format!("op-{}", std::process::id())
 }
 
-fn start_operator(client: &kube::Client, metrics: Arc<Metrics>) -> JoinHandle<()> {
+fn start_operator(client: &kube::Client, ns: &str, metrics: Arc<Metrics>) -> JoinHandle<()> {
     let config = Config {
         instance: Some(instance()),
         brick_image: "glusterkube/brick:test".into(),
         refresh: Duration::from_secs(3),
+        namespace: ns.to_string(),
         ..Config::default()
     };
     let client = client.clone();
@@ -81,7 +86,7 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
         ..
     } = support::operator_env("gk-op", 3).await;
     let metrics = Arc::new(Metrics::default());
-    let mut operator = start_operator(&client, metrics.clone());
+    let mut operator = start_operator(&client, &ns, metrics.clone());
 
     // A 3-node cluster.
     let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), &ns);
@@ -174,7 +179,7 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
     .await;
     operator.abort();
     let _ = (&mut operator).await;
-    operator = start_operator(&client, metrics.clone());
+    operator = start_operator(&client, &ns, metrics.clone());
     let ec = volume_ready(&volumes, "ec").await;
     assert_eq!(ec.status.unwrap().bricks_summary.as_deref(), Some("3/3"));
     let names: BTreeSet<String> = net
@@ -363,7 +368,6 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
 /// and a dedicated volume that becomes a GlusterVolume of its own and goes away with its data.
 async fn csi_through_the_kubernetes_api(client: &kube::Client, ns: &str, net: &GlusterNet) {
     use csi::controller_server::Controller;
-    use csi_proto::v1 as csi;
     use tonic::Request;
 
     let pools = gk_csi::kube_pools::KubePools {
@@ -402,6 +406,8 @@ async fn csi_through_the_kubernetes_api(client: &kube::Client, ns: &str, net: &G
         .unwrap();
     assert_eq!(sub.volume_context["glusterVolume"], format!("{ns}-arb"));
     assert_eq!(sub.volume_context["servers"].split(',').count(), 3);
+    assert_eq!(sub.volume_context["tls"], "true");
+    tls_node_checks(client, ns, net, &sub).await;
     let listed = driver
         .list_volumes(Request::new(Default::default()))
         .await
@@ -505,4 +511,189 @@ async fn csi_through_the_kubernetes_api(client: &kube::Client, ns: &str, net: &G
         !std::path::Path::new(&brick).exists(),
         "deletionPolicy Delete kept {brick}"
     );
+}
+
+fn secret_files(s: &k8s_openapi::api::core::v1::Secret) -> TlsFiles {
+    let text = |k: &str| String::from_utf8(s.data.as_ref().unwrap()[k].0.clone()).unwrap();
+    TlsFiles {
+        cert_pem: text("glusterfs.pem"),
+        key_pem: text("glusterfs.key"),
+        ca_pem: text("glusterfs.ca"),
+    }
+}
+
+/// Mounts `source` from `client` (the FUSE client started directly with management TLS, as
+/// the node plugin does) and writes a file; says why that failed, if it did.
+async fn try_secure_mount(
+    client: &Client,
+    source: &gk_mount::MountSource,
+    name: &str,
+) -> Result<(), String> {
+    let dir = client.mount_dir(name).unwrap();
+    client
+        .mounter()
+        .mount_secure(source, &dir, &client.log_file(name), &[])
+        .await
+        .map_err(|e| e.to_string())?;
+    let probe = std::fs::write(dir.join(format!("probe-{name}")), b"x");
+    let _ = gk_mount::unmount(&dir);
+    probe.map_err(|e| format!("mounted, but I/O failed: {e}"))
+}
+
+/// TLS as the product sets it up: the CSI node plugin, holding the certificate the operator
+/// issued into its namespace, stages and publishes a subdirectory PV of a TLS cluster and
+/// reads and writes it; clients without that certificate are refused.
+async fn tls_node_checks(client: &kube::Client, ns: &str, net: &GlusterNet, vol: &csi::Volume) {
+    use csi::node_server::Node;
+    use gk_operator::gluster_tls::{CA_SECRET, CSI_CLIENT_SECRET};
+    use gk_operator::pki::{Ca, CertKey, Usage};
+    use tonic::Request;
+
+    // The operator set who may mount: the cluster's own certificate and the CSI plugins'.
+    let uid = Api::<GlusterCluster>::namespaced(client.clone(), ns)
+        .get("pool")
+        .await
+        .unwrap()
+        .uid()
+        .unwrap();
+    let info = net
+        .gluster(0)
+        .volume_info(&vol.volume_context["glusterVolume"])
+        .await
+        .unwrap()
+        .unwrap();
+    let opt = |k: &str| info.options.get(k).cloned().unwrap_or_default();
+    assert_eq!(
+        (opt("client.ssl"), opt("server.ssl")),
+        ("on".into(), "on".into())
+    );
+    assert_eq!(opt("auth.ssl-allow"), format!("gk-csi-node,gk-node-{uid}"));
+    assert_eq!(opt("ssl.cipher-list"), gk_operator::security::CIPHER_LIST);
+
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    let csi_files = secret_files(&secrets.get(CSI_CLIENT_SECRET).await.unwrap());
+    let csi_node = net.add_client(150, Some(&csi_files), false).unwrap();
+    let mut node = gk_csi::driver::Driver::<gk_csi::backend::StaticPools>::new(
+        "node-1".into(),
+        None,
+        csi_node.mounter(),
+        net.scratch_dir("csi-tls-node").unwrap(),
+    );
+    node.tls_dir = csi_node.ssl_dir();
+    let staging = csi_node.mount_dir("staging").unwrap();
+    let target = net.scratch_dir("csi-tls-pod").unwrap();
+    let cap = csi::VolumeCapability {
+        access_type: Some(csi::volume_capability::AccessType::Mount(Default::default())),
+        access_mode: Some(csi::volume_capability::AccessMode {
+            mode: csi::volume_capability::access_mode::Mode::MultiNodeMultiWriter as i32,
+        }),
+    };
+    node.node_stage_volume(Request::new(csi::NodeStageVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        staging_target_path: staging.display().to_string(),
+        volume_capability: Some(cap.clone()),
+        volume_context: vol.volume_context.clone(),
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    node.node_publish_volume(Request::new(csi::NodePublishVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        staging_target_path: staging.display().to_string(),
+        target_path: target.display().to_string(),
+        volume_capability: Some(cap),
+        volume_context: vol.volume_context.clone(),
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    std::fs::write(target.join("over-tls"), b"encrypted on the wire").unwrap();
+    assert_eq!(
+        std::fs::read(staging.join("over-tls")).unwrap(),
+        b"encrypted on the wire"
+    );
+
+    let source = gk_mount::MountSource {
+        servers: vol.volume_context["servers"]
+            .split(',')
+            .map(String::from)
+            .collect(),
+        volume: vol.volume_context["glusterVolume"].clone(),
+        subdir: None,
+    };
+    // Refused: no certificate at all (a plain mount from the default client) ...
+    let plain = net.scratch_dir("no-cert").unwrap();
+    let log = net.scratch_dir("logs").unwrap().join("no-cert.log");
+    let refused = match net.client_mounter().mount(&source, &plain, &log, &[]).await {
+        Err(e) => e.to_string(),
+        Ok(()) => {
+            let r = std::fs::write(plain.join("probe"), b"x");
+            let _ = gk_mount::unmount(&plain);
+            r.err().map(|e| e.to_string()).unwrap_or_default()
+        }
+    };
+    assert!(
+        !refused.is_empty(),
+        "a client without a certificate mounted and wrote"
+    );
+    // ... the trusted name from a CA of its own ...
+    let now = std::time::SystemTime::now();
+    let rogue_ca = Ca::generate("rogue", now).unwrap();
+    let rogue = rogue_ca
+        .issue(
+            gk_operator::security::CSI_CLIENT_IDENTITY,
+            &[],
+            Usage::Client,
+            now,
+        )
+        .unwrap();
+    let rogue_client = net
+        .add_client(
+            151,
+            Some(&TlsFiles {
+                cert_pem: rogue.cert_pem,
+                key_pem: rogue.key_pem,
+                ca_pem: csi_files.ca_pem.clone(),
+            }),
+            false,
+        )
+        .unwrap();
+    let e = try_secure_mount(&rogue_client, &source, "rogue-ca").await;
+    assert!(e.is_err(), "a certificate from another CA was let in");
+    // ... and the operator's CA, but a name auth.ssl-allow does not list.
+    let ca_secret = secrets.get(CA_SECRET).await.unwrap();
+    let text = |k: &str| String::from_utf8(ca_secret.data.as_ref().unwrap()[k].0.clone()).unwrap();
+    let ca = Ca::from_pem(&CertKey {
+        cert_pem: text("ca.crt"),
+        key_pem: text("ca.key"),
+    })
+    .unwrap();
+    let stranger = ca.issue("gk-stranger", &[], Usage::Client, now).unwrap();
+    let stranger_client = net
+        .add_client(
+            152,
+            Some(&TlsFiles {
+                cert_pem: stranger.cert_pem,
+                key_pem: stranger.key_pem,
+                ca_pem: csi_files.ca_pem.clone(),
+            }),
+            false,
+        )
+        .unwrap();
+    let e = try_secure_mount(&stranger_client, &source, "stranger").await;
+    assert!(e.is_err(), "a name auth.ssl-allow does not list was let in");
+    eprintln!("operator: TLS refusals: no certificate: {refused}; another CA and another name refused too");
+
+    node.node_unpublish_volume(Request::new(csi::NodeUnpublishVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        target_path: target.display().to_string(),
+    }))
+    .await
+    .unwrap();
+    node.node_unstage_volume(Request::new(csi::NodeUnstageVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        staging_target_path: staging.display().to_string(),
+    }))
+    .await
+    .unwrap();
 }

@@ -206,6 +206,7 @@ async fn day_two_operations_on_real_gluster() {
         brick_image: "glusterkube/brick:test".into(),
         refresh: Duration::from_secs(3),
         rollout_timeout: Duration::from_secs(240),
+        namespace: ns.clone(),
         ..Config::default()
     };
     let operator = {
@@ -222,7 +223,10 @@ async fn day_two_operations_on_real_gluster() {
     let gc: GlusterCluster = serde_json::from_value(json!({
         "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterCluster",
         "metadata": {"name": "pool", "labels": labels},
-        "spec": {"nodes": (1..=4).map(|i| json!({"name": format!("storage-{i}"), "storage": {"directory": "/srv/gk"}})).collect::<Vec<_>>()}
+        // Without TLS (the TLS path is the operator test's): only the first half of the test
+        // subnet may mount, which holds the nodes (.1 to .4) and the default client (.100).
+        "spec": {"nodes": (1..=4).map(|i| json!({"name": format!("storage-{i}"), "storage": {"directory": "/srv/gk"}})).collect::<Vec<_>>(),
+                 "tls": {"enabled": false}, "clientNetworks": ["10.213.0.0/25"]}
     }))
     .unwrap();
     clusters.create(&PostParams::default(), &gc).await.unwrap();
@@ -260,6 +264,32 @@ async fn day_two_operations_on_real_gluster() {
         .await
         .unwrap();
     let mut files = write_files(&root.join("base"), "f", 60, 128 * 1024);
+
+    // Without TLS, only clientNetworks may mount: 10.213.0.0/25 admits the client above
+    // (.100) and refuses one at .200.
+    let info = net.gluster(0).volume_info(&gname).await.unwrap().unwrap();
+    let allowed: Vec<&str> = info.options["auth.allow"].split(',').collect();
+    assert_eq!(allowed.len(), 128, "{allowed:?}");
+    assert!(allowed.contains(&"10.213.0.100") && !allowed.contains(&"10.213.0.200"));
+    let outsider = net.add_client(200, None, false).unwrap();
+    let outside = outsider.mount_dir("outside").unwrap();
+    let refused = match outsider
+        .mounter()
+        .mount(&source, &outside, &outsider.log_file("outside"), &[])
+        .await
+    {
+        Err(e) => e.to_string(),
+        Ok(()) => {
+            let r = std::fs::write(outside.join("probe"), b"x");
+            let _ = mount::unmount(&outside);
+            r.err().map(|e| e.to_string()).unwrap_or_default()
+        }
+    };
+    assert!(
+        !refused.is_empty(),
+        "a client outside clientNetworks mounted and wrote"
+    );
+    drop(outsider);
 
     // --- Expand 3 -> 6 bricks: add-brick of one whole set, then rebalance.
     let patch = |v: serde_json::Value| Patch::Merge(v);

@@ -151,6 +151,63 @@ pub fn mount_options(
     Ok(opts.join(","))
 }
 
+/// `mount.glusterfs` options with a value that the FUSE client takes as `--<name>=<value>`.
+const VALUE_OPTIONS: [&str; 14] = [
+    "log-level",
+    "attribute-timeout",
+    "entry-timeout",
+    "negative-timeout",
+    "gid-timeout",
+    "background-qlen",
+    "congestion-threshold",
+    "direct-io-mode",
+    "use-readdirp",
+    "kernel-writeback-cache",
+    "lru-limit",
+    "invalidate-limit",
+    "reader-thread-count",
+    "auto-invalidation",
+];
+
+/// The FUSE client's arguments for `mount -o` style flags, for mounts that start the client
+/// directly: `ro` is `--read-only`, `acl`, `fopen-keep-cache` and `resolve-gids` are switches,
+/// the [`VALUE_OPTIONS`] take their value, `rw` is the default. Anything else is refused,
+/// naming the flag, rather than dropped.
+pub fn client_args(flags: &[String]) -> Result<Vec<String>, MountError> {
+    let mut args = Vec::new();
+    for flag in flags {
+        let (key, value) = match flag.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (flag.as_str(), None),
+        };
+        let value_ok = value.is_none_or(|v| {
+            !v.is_empty()
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        });
+        match (key, value) {
+            ("rw", None) => {}
+            ("ro", None) => args.push("--read-only".into()),
+            ("acl" | "fopen-keep-cache" | "resolve-gids", None) => args.push(format!("--{key}")),
+            (k, Some(v)) if VALUE_OPTIONS.contains(&k) && value_ok => {
+                args.push(format!("--{k}={v}"))
+            }
+            _ => {
+                return Err(invalid(
+                    "mount_flags",
+                    format!(
+                        "{flag:?} is not supported on volumes of TLS clusters (the client is \
+                         started directly); use ro, acl, fopen-keep-cache, resolve-gids or \
+                         one of {} with a value",
+                        VALUE_OPTIONS.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(args)
+}
+
 /// Mounts gluster volumes with the system's mount helper.
 #[derive(Debug, Clone, Default)]
 pub struct Mounter {
@@ -234,21 +291,22 @@ impl Mounter {
     /// a node plugin serving clusters with and without TLS starts the client itself for the
     /// TLS ones. The client's certificate is read from OpenSSL's directory (/usr/lib/ssl on
     /// Debian).
+    ///
+    /// `flags` are the `mount -o` options a caller would give `mount.glusterfs`; those the
+    /// client takes as arguments are translated ([`client_args`]), others are refused.
     pub async fn mount_secure(
         &self,
         source: &MountSource,
         target: &Path,
         log_file: &Path,
-        read_only: bool,
+        flags: &[String],
     ) -> Result<(), MountError> {
         // spec() (in mount_direct) validates the subdirectory before it becomes an argument.
         let mut args = vec!["--secure-mgmt=yes".to_string()];
         if let Some(sub) = &source.subdir {
             args.push(format!("--subdir-mount=/{sub}"));
         }
-        if read_only {
-            args.push("--read-only".into());
-        }
+        args.extend(client_args(flags)?);
         tracing::info!(target = %target.display(), "mounting with management TLS");
         self.mount_direct(source, target, log_file, args).await
     }
@@ -466,6 +524,37 @@ mod tests {
                      37 35 0:44 / /tmp/plain rw - fuse.glusterfs h:/v rw\n";
         let points: Vec<_> = parse_mount_points(table).collect();
         assert_eq!(points, ["/mnt/with space", "/tmp/plain"]);
+    }
+
+    #[test]
+    fn direct_client_arguments_come_from_mount_flags() {
+        let f = |v: &[&str]| client_args(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            f(&[
+                "ro",
+                "rw",
+                "acl",
+                "log-level=WARNING",
+                "kernel-writeback-cache=yes"
+            ])
+            .unwrap(),
+            [
+                "--read-only",
+                "--acl",
+                "--log-level=WARNING",
+                "--kernel-writeback-cache=yes"
+            ]
+        );
+        for bad in [
+            "noatime",
+            "log-level",
+            "log-level=a b",
+            "volfile-server=x",
+            "ro=1",
+        ] {
+            let e = f(&[bad]).unwrap_err().to_string();
+            assert!(e.contains("mount_flags") && e.contains(bad), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@ use super::TuningProfile;
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.replacements) || self.replacements.all(r, self.nodes.exists(n, n.name == r.replacement))").message("every replacements[].replacement must be one of spec.nodes[].name").field_path(".replacements"))]
 #[x_kube(validation = Rule::new("!has(self.replacements) || self.replacements.all(r, !self.replacements.exists(o, o.node == r.replacement))").message("a replacement node cannot itself be replaced; replace the original node directly").field_path(".replacements"))]
+#[x_kube(validation = Rule::new("!has(self.tls) || self.tls.enabled || (has(self.clientNetworks) && size(self.clientNetworks) > 0)").message("with tls.enabled false, clientNetworks must list the IPv4 ranges allowed to mount (the nodes' and the pods' ranges): volumes are never open to every address").field_path(".clientNetworks"))]
 pub struct GlusterClusterSpec {
     /// The Kubernetes nodes that hold bricks, each with its node-local storage. Each node runs
     /// one brick pod (glusterd and the brick agent), pinned to it.
@@ -60,6 +61,40 @@ pub struct GlusterClusterSpec {
     #[schemars(length(max = 16))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["node"]))]
     pub replacements: Vec<NodeReplacement>,
+
+    /// Gluster's own TLS, on the management path (glusterd, volfile fetches) and on I/O
+    /// (clients to bricks), with certificates the operator issues and renews. On by default.
+    #[serde(default)]
+    pub tls: GlusterTls,
+
+    /// IPv4 ranges (CIDRs) allowed to mount this cluster's volumes when TLS is off: the
+    /// nodes' range (CSI node plugins use the host network) and the pods' range (brick pods
+    /// reach each other's bricks). Required when tls.enabled is false; with TLS, only the
+    /// certificates the operator issued may mount, from any address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), inner(length(min = 9, max = 18)))]
+    #[x_kube(validation = Rule::new("self.all(c, isCIDR(c) && cidr(c).ip().family() == 4)").message("every entry must be an IPv4 CIDR such as 10.0.0.0/16"))]
+    pub client_networks: Vec<String>,
+}
+
+/// Gluster TLS of one cluster.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.enabled == oldSelf.enabled").message("tls.enabled cannot change on an existing cluster (every brick and client would have to switch at once); create a new GlusterCluster").field_path(".enabled"))]
+pub struct GlusterTls {
+    /// TLS on management and I/O. Cannot change once the cluster exists.
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+impl Default for GlusterTls {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
 }
 
 /// Moves every brick of one storage node to another.

@@ -261,4 +261,7 @@ pub struct MountInfo {
     /// Every other server, never repeating the primary.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub backup_volfile_servers: Vec<String>,
+    /// Whether clients must mount with gluster's TLS (the cluster's tls.enabled).
+    #[serde(default)]
+    pub tls: bool,
 }
