@@ -60,8 +60,8 @@ pub struct Driver<P> {
     pub dir: PathBuf,
     pub ready: Arc<AtomicBool>,
     /// Where the FUSE clients read the plugin's gluster certificate (OpenSSL's directory),
-    /// as seen by this process.
-    pub tls_dir: PathBuf,
+    /// as seen by this process; None when the clients cannot read it (they run on the host).
+    pub tls_dir: Option<PathBuf>,
     locks: OpLocks,
     state: StateDir,
 }
@@ -75,7 +75,7 @@ impl<P: PoolResolver> Driver<P> {
             state: StateDir::new(dir.join("volumes")),
             dir,
             ready: Arc::new(AtomicBool::new(true)),
-            tls_dir: PathBuf::from("/usr/lib/ssl"),
+            tls_dir: Some(PathBuf::from("/usr/lib/ssl")),
             locks: OpLocks::default(),
         }
     }
@@ -93,14 +93,23 @@ impl<P: PoolResolver> Driver<P> {
         if !tls {
             return self.mounter.mount(source, target, log, flags).await;
         }
-        if !self.tls_dir.join("glusterfs.pem").exists() {
+        let Some(dir) = &self.tls_dir else {
+            return Err(mount::MountError::Invalid {
+                field: "volume_context.tls",
+                reason: "the volume's cluster uses TLS, and this node plugin runs its gluster \
+                         clients on the host (--mount-on-host), which has no client \
+                         certificate; run the plugin without --mount-on-host"
+                    .into(),
+            });
+        };
+        if !dir.join("glusterfs.pem").exists() {
             return Err(mount::MountError::Invalid {
                 field: "volume_context.tls",
                 reason: format!(
                     "the volume's cluster uses TLS but this node plugin has no client \
                      certificate in {}; the operator issues it into Secret \
                      glusterkube-csi-gluster-tls, which the chart mounts there",
-                    self.tls_dir.display()
+                    dir.display()
                 ),
             });
         }

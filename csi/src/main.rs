@@ -95,7 +95,11 @@ async fn main() -> anyhow::Result<()> {
     } else {
         Mounter::default()
     };
-    let driver = std::sync::Arc::new(Driver::new(cli.node_id, pools, mounter, cli.state_dir));
+    let mut driver = Driver::new(cli.node_id, pools, mounter, cli.state_dir);
+    if cli.mount_on_host {
+        driver.tls_dir = None;
+    }
+    let driver = std::sync::Arc::new(driver);
     tracing::info!(endpoint = %path.display(), "serving CSI");
     if node {
         // Not ready until mounts a previous plugin instance left are checked and repaired.

@@ -579,7 +579,7 @@ async fn tls_node_checks(client: &kube::Client, ns: &str, net: &GlusterNet, vol:
         csi_node.mounter(),
         net.scratch_dir("csi-tls-node").unwrap(),
     );
-    node.tls_dir = csi_node.ssl_dir();
+    node.tls_dir = Some(csi_node.ssl_dir());
     let staging = csi_node.mount_dir("staging").unwrap();
     let target = net.scratch_dir("csi-tls-pod").unwrap();
     let cap = csi::VolumeCapability {
