@@ -386,6 +386,7 @@ impl NodeAgent {
             node: self.node.clone(),
             address: self.address.clone(),
             brick_root: self.brick_root.clone(),
+            total_bytes: self.total_bytes,
         }
     }
 }

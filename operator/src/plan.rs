@@ -30,6 +30,8 @@ pub struct NodeSlot {
     pub address: String,
     /// The directory, as glusterd sees it, under which this node's bricks live.
     pub brick_root: String,
+    /// Size of the filesystem holding `brick_root`; 0 when unknown.
+    pub total_bytes: u64,
 }
 
 /// The gluster volume name of a GlusterVolume: `<namespace>-<name>`, with '.' (allowed in
@@ -100,9 +102,10 @@ pub fn bricks(
             })
             .collect::<Result<_, _>>()?,
         (None, Some(count)) => {
+            let count = (count as usize).max(size_bricks(spec, nodes)?.unwrap_or(0));
             // The CRD caps brickCount too, but a spec stored under an older CRD (or written
             // around the apiserver) must not make the operator plan billions of bricks.
-            if count as usize > MAX_BRICKS {
+            if count > MAX_BRICKS {
                 return Err(spec_error(
                     "spec.brickCount",
                     format!("{count} is more than the {MAX_BRICKS} bricks a volume may have"),
@@ -118,7 +121,7 @@ pub fn bricks(
                 ));
             }
             // Set j starts one node further than set j-1, spreading load round the nodes.
-            (0..count as usize)
+            (0..count)
                 .map(|k| &nodes[(k / set + k % set) % nodes.len()])
                 .collect()
         }
@@ -160,6 +163,87 @@ pub fn bricks(
             .map_err(|e| spec_error("brick", e.to_string()))
         })
         .collect()
+}
+
+/// Bytes in a Kubernetes quantity such as `100Gi`, `1.5T` or `1073741824`.
+pub fn quantity_bytes(field: &str, q: &str) -> Result<u64, SpecError> {
+    let bad = || {
+        spec_error(
+            field,
+            format!("{q:?} is not a size such as 100Gi, 500M or 1073741824"),
+        )
+    };
+    let split = q.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
+    let unit: f64 = match suffix {
+        "" => 1.0,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        _ => return Err(bad()),
+    };
+    let n: f64 = number
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)
+        .ok_or_else(bad)?;
+    let bytes = (n * unit).ceil();
+    if bytes >= u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes as u64)
+}
+
+/// The brick count `spec.size` asks for (with brickCount; explicit bricks are the user's own
+/// placement): the fewest whole sets that hold `size`. Bricks on one node share its
+/// filesystem, so a volume holds more only by spreading over more nodes: each node it spans
+/// adds the smallest node's size times the share of a set that holds data. None without a
+/// size, or while a node's size is unknown. A size the cluster's nodes cannot hold is refused
+/// naming spec.size.
+pub fn size_bricks(
+    spec: &GlusterVolumeSpec,
+    nodes: &[NodeSlot],
+) -> Result<Option<usize>, SpecError> {
+    let Some(size) = &spec.size else {
+        return Ok(None);
+    };
+    if spec.bricks.is_some() || nodes.is_empty() || nodes.iter().any(|n| n.total_bytes == 0) {
+        return Ok(None);
+    }
+    let bytes = quantity_bytes("spec.size", &size.0)?;
+    let layout = layout(spec)?;
+    let set = layout.set_size() as u128;
+    let data = match layout {
+        VolumeLayout::Distribute => 1,
+        VolumeLayout::Replicate { .. } | VolumeLayout::Arbiter => 1,
+        VolumeLayout::Disperse { data, .. } => data as u128,
+    };
+    let smallest = nodes.iter().map(|n| n.total_bytes).min().unwrap_or(0) as u128;
+    let per_node = smallest * data / set;
+    let needed = (bytes as u128 * set).div_ceil((smallest * data).max(1));
+    if needed > nodes.len() as u128 {
+        return Err(spec_error(
+            "spec.size",
+            format!(
+                "{} needs the volume spread over {needed} nodes of {smallest} bytes; the \
+                 cluster's {} nodes hold at most {} bytes for it: add storage nodes or lower \
+                 spec.size",
+                size.0,
+                nodes.len(),
+                per_node * nodes.len() as u128
+            ),
+        ));
+    }
+    Ok(Some((needed.div_ceil(set) * set) as usize))
 }
 
 /// How many bricks the spec asks for. A count past the CRD's maximum (a spec stored under an
@@ -234,7 +318,7 @@ pub fn resize(
     retired: &[Brick],
 ) -> Result<Resize, SpecError> {
     let set = layout(spec)?.set_size() as usize;
-    let want = wanted_bricks(spec)?;
+    let want = wanted_bricks(spec)?.max(size_bricks(spec, nodes)?.unwrap_or(0));
     let have = existing.len();
     let field = if spec.bricks.is_some() {
         "spec.bricks"
@@ -637,12 +721,63 @@ mod tests {
                 node: format!("n{i}"),
                 address: format!("10.0.0.{i}"),
                 brick_root: "/var/lib/glusterkube/bricks/".into(),
+                total_bytes: 100 << 30,
             })
             .collect()
     }
 
     fn hosts(bricks: &[Brick]) -> Vec<&str> {
         bricks.iter().map(|b| b.host.as_str()).collect()
+    }
+
+    #[test]
+    fn quantities_in_bytes() {
+        assert_eq!(quantity_bytes("f", "1Gi").unwrap(), 1 << 30);
+        assert_eq!(quantity_bytes("f", "1.5Ki").unwrap(), 1536);
+        assert_eq!(quantity_bytes("f", "2G").unwrap(), 2_000_000_000);
+        assert_eq!(quantity_bytes("f", "1073741824").unwrap(), 1 << 30);
+        for bad in ["", "Gi", "1Qi", "-1Gi", "1e9", "99999999999Ei"] {
+            assert_eq!(
+                quantity_bytes("spec.size", bad).unwrap_err().field,
+                "spec.size",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn size_spreads_a_volume_over_more_nodes_and_never_past_them() {
+        // 6 nodes of 100 GiB: a replica-3 volume on 3 of them holds 100 GiB (3 nodes x 100 GiB / 3).
+        let six = nodes(6);
+        let r3 = |size: &str| {
+            spec(&format!(
+                "cluster: c\ntype: Replicate\nreplica: 3\nbrickCount: 3\nsize: {size}\n"
+            ))
+        };
+        assert_eq!(size_bricks(&r3("100Gi"), &six).unwrap(), Some(3));
+        assert_eq!(size_bricks(&r3("150Gi"), &six).unwrap(), Some(6));
+        let e = size_bricks(&r3("201Gi"), &six).unwrap_err();
+        assert_eq!(e.field, "spec.size");
+        assert!(e.reason.contains("add storage nodes"), "{}", e.reason);
+        // Disperse 2+1: two thirds of each node hold data.
+        let ec = spec("cluster: c\ntype: Disperse\ndisperse: {data: 2, redundancy: 1}\nbrickCount: 3\nsize: 300Gi\n");
+        assert_eq!(size_bricks(&ec, &six).unwrap(), Some(6));
+        // The brick count is a floor too; size only adds.
+        let b = bricks(&r3("150Gi"), "v", &six).unwrap();
+        assert_eq!(b.len(), 6);
+        // Growth by size: whole sets added.
+        let have = bricks(&r3("1Gi"), "v", &six).unwrap();
+        match resize(&r3("150Gi"), "v", &six, &have, &[]).unwrap() {
+            Resize::Expand(added) => assert_eq!(added.len(), 3),
+            other => panic!("{other:?}"),
+        }
+        // A node of unknown size: no decision from size.
+        let mut unknown = six.clone();
+        unknown[0].total_bytes = 0;
+        assert_eq!(size_bricks(&r3("150Gi"), &unknown).unwrap(), None);
+        // Explicit placement is the user's own.
+        let placed = spec("cluster: c\ntype: Distribute\nbricks: [{node: n1}]\nsize: 1Ti\n");
+        assert_eq!(size_bricks(&placed, &six).unwrap(), None);
     }
 
     #[test]

@@ -163,7 +163,10 @@ pub async fn run(
         // The volume changed under us; resizing waits for the next round and the heal.
         return Ok(out);
     }
-    if out.blocked.is_none() {
+    // spec.size is weighed against every node's size; with a node missing, the smaller
+    // cluster could read as a shrink, so nothing is resized until all answer.
+    let all_answer = gc.spec.nodes.len() <= agents.len();
+    if out.blocked.is_none() && (all_answer || gv.spec.size.is_none()) {
         resize(ctx, gv, agents, vol, keep, &mut out).await?;
     }
     Ok(out)

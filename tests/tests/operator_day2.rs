@@ -291,13 +291,15 @@ async fn day_two_operations_on_real_gluster() {
     );
     drop(outsider);
 
-    // --- Expand 3 -> 6 bricks: add-brick of one whole set, then rebalance.
+    // --- Expand 3 -> 6 bricks by size: add-brick of one whole set, then rebalance. Each
+    // node's brick filesystem holds 2 GiB, so 3 bricks on 3 nodes hold 2 GiB of replica-3
+    // data; 2300Mi needs a fourth node, and bricks come in sets of 3: 6 bricks.
     let patch = |v: serde_json::Value| Patch::Merge(v);
     volumes
         .patch(
             "data",
             &PatchParams::default(),
-            &patch(json!({"spec": {"brickCount": 6}})),
+            &patch(json!({"spec": {"size": "2300Mi"}})),
         )
         .await
         .unwrap();
@@ -338,6 +340,30 @@ async fn day_two_operations_on_real_gluster() {
     );
     assert_files(&net, &source, &root, &files).await;
     volume_settled(&volumes, "data", 60).await;
+    // The same six bricks asked for by count instead: nothing changes.
+    let generation = volumes
+        .patch(
+            "data",
+            &PatchParams::default(),
+            &patch(json!({"spec": {"brickCount": 6, "size": null}})),
+        )
+        .await
+        .unwrap()
+        .metadata
+        .generation;
+    wait_until("the count change observed", 60, async || {
+        let s = volumes.get("data").await.ok()?.status?;
+        (s.observed_generation >= generation).then_some(())
+    })
+    .await;
+    let same = volume_settled(&volumes, "data", 60).await;
+    let same = same.status.unwrap();
+    assert_eq!(same.bricks_summary.as_deref(), Some("6/6"));
+    assert_eq!(same.resize, expanded.resize, "a resize started");
+    assert_eq!(
+        g().volume_info(&gname).await.unwrap().unwrap().bricks.len(),
+        6
+    );
 
     // --- Shrink 6 -> 3: remove-brick migrates the new set's files back, then commits.
     volumes
@@ -415,12 +441,19 @@ async fn day_two_operations_on_real_gluster() {
         )
         .await
         .unwrap();
+    // What the rollout waited for between restarts, for the log.
+    let mut waits: Vec<String> = Vec::new();
     wait_until(
         "every brick pod restarted on the new image",
         600,
         async || {
             let s = clusters.get("pool").await.ok()?.status?;
             let r = s.rollout.clone()?;
+            if let Some(w) = &r.waiting_for {
+                if waits.last() != Some(w) {
+                    waits.push(w.clone());
+                }
+            }
             if let Some((st, reason, msg)) = condition(&s.conditions, "Degraded") {
                 assert!(
                     !(st == "True" && reason == "RolloutStalled"),
@@ -436,6 +469,7 @@ async fn day_two_operations_on_real_gluster() {
         },
     )
     .await;
+    eprintln!("day2: the rollout waited for: {waits:?}");
     let all_pods = pods.list(&Default::default()).await.unwrap().items;
     for p in &all_pods {
         let image = p.spec.as_ref().unwrap().containers[0].image.clone();

@@ -72,8 +72,10 @@ pub struct GlusterVolumeSpec {
     #[schemars(length(min = 1, max = 1024))]
     pub bricks: Option<Vec<BrickPlacement>>,
 
-    /// Usable capacity wanted, for example 100Gi. Informs placement and the capacity the CSI
-    /// driver offers; gluster itself grows by adding bricks.
+    /// Usable capacity wanted, for example 100Gi. With brickCount, a floor on the brick
+    /// count: the volume spans enough nodes to hold it (bricks sharing a node add no space),
+    /// in whole sets; raising it adds sets and rebalances. Refused when the cluster's nodes
+    /// cannot hold it. With explicit bricks, it only informs the CSI driver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<Quantity>,
 
