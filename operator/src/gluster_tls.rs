@@ -133,6 +133,10 @@ const IDENTITY_ANNOTATION: &str = "glusterkube.dev/common-name";
 /// The CSI node plugins' client certificate.
 pub async fn ensure_csi_client(client: &kube::Client, namespace: &str) -> Result<(), Error> {
     let ca = ca(client, namespace).await?;
+    csi_client(client, namespace, &ca).await
+}
+
+async fn csi_client(client: &kube::Client, namespace: &str, ca: &Ca) -> Result<(), Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let metadata = json!({
         "name": CSI_CLIENT_SECRET,
@@ -143,7 +147,7 @@ pub async fn ensure_csi_client(client: &kube::Client, namespace: &str) -> Result
         &secrets,
         CSI_CLIENT_SECRET,
         metadata,
-        &ca,
+        ca,
         CSI_CLIENT_IDENTITY,
         Usage::Client,
     )
@@ -157,11 +161,11 @@ pub async fn ensure(
     metadata: serde_json::Value,
 ) -> Result<(), Error> {
     let namespace = &ctx.config.namespace;
-    ensure_csi_client(&ctx.client, namespace).await?;
+    let ca = ca(&ctx.client, namespace).await?;
+    csi_client(&ctx.client, namespace, &ca).await?;
     if !gc.spec.tls.enabled {
         return Ok(());
     }
-    let ca = ca(&ctx.client, namespace).await?;
     let secrets: Api<Secret> =
         Api::namespaced(ctx.client.clone(), &gc.namespace().unwrap_or_default());
     let uid = gc.uid().unwrap_or_default();
