@@ -46,6 +46,18 @@ down() {
     done
     kubectl -n "$ns" delete glustervolumes --all --wait=true --timeout=180s || true
     kubectl -n "$ns" delete glusterclusters --all --wait=true --timeout=180s || true
+    # What the operator could not finish in time (say, brick pods that cannot start) would
+    # keep the namespace terminating for ever once the operator is uninstalled. The demo's
+    # bricks are removed below anyway, so its finalizers go.
+    local o
+    for o in $(kubectl -n "$ns" get glustervolumes,glusterclusters -o name 2>/dev/null); do
+      echo "demo: $o did not finish deleting; removing its finalizer" >&2
+      kubectl -n "$ns" patch "$o" --type=merge -p '{"metadata":{"finalizers":null}}' || true
+    done
+    for pv in $(kubectl get pv -o jsonpath="{range .items[?(@.spec.claimRef.namespace=='$ns')]}{.metadata.name}{'\n'}{end}"); do
+      echo "demo: PersistentVolume $pv did not finish deleting; removing its finalizers" >&2
+      kubectl patch pv "$pv" --type=merge -p '{"metadata":{"finalizers":null}}' || true
+    done
   fi
   kubectl delete namespace "$ns" --ignore-not-found --wait=true --timeout=180s || true
   kubectl delete storageclass glusterkube-demo --ignore-not-found || true

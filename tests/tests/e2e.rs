@@ -64,6 +64,14 @@ impl Cluster {
         serde_json::from_str(&self.kubectl(&all)).expect("kubectl prints JSON")
     }
 
+    /// The object as JSON, or None while it does not exist (a pod between its eviction and
+    /// its StatefulSet making it again).
+    fn json_opt(&self, args: &[&str]) -> Option<Value> {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.kubectl_ok(&all)?).ok()
+    }
+
     fn apply(&self, yaml: &str) {
         let f = std::env::temp_dir().join(format!("gk-e2e-{}.yaml", std::process::id()));
         std::fs::write(&f, yaml).unwrap();
@@ -335,7 +343,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         Duration::from_secs(180),
         Duration::from_secs(1),
         || {
-            let p = k.json(&["-n", NS, "get", "pod", "demo-gk-node-1-0"]);
+            let p = k.json_opt(&["-n", NS, "get", "pod", "demo-gk-node-1-0"])?;
             let waiting = p["status"]["containerStatuses"]
                 .as_array()?
                 .iter()

@@ -32,6 +32,7 @@ pub async fn operator_env(prefix: &str, nodes: usize) -> OperatorEnv {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
+    remove_stale_namespaces(&client).await;
     let ns = format!("{prefix}-{}-{}", std::process::id(), stamp % 1_000_000);
     ControlPlane::ensure_namespace(&client, &ns).await.unwrap();
     let net = Arc::new(GlusterNet::start(nodes).unwrap());
@@ -45,6 +46,66 @@ pub async fn operator_env(prefix: &str, nodes: usize) -> OperatorEnv {
         ns,
         net,
         kubelet,
+    }
+}
+
+/// Prefixes of the namespaces these tests (and the footprint bench) make.
+const PREFIXES: [&str; 3] = ["gk-op", "gk-d2", "gk-footprint"];
+
+/// Removes what runs that failed left behind: namespaces named `<prefix>-<pid>-<n>` whose
+/// process is gone. Their GlusterVolumes' agents no longer answer, and cluster-wide calls
+/// (the CSI driver's ListVolumes) would trip over them; their finalizers could never finish.
+async fn remove_stale_namespaces(client: &kube::Client) {
+    use gk_operator::crd::{GlusterCluster, GlusterVolume};
+    use k8s_openapi::api::core::v1::{Namespace, PersistentVolume};
+    use kube::api::{Api, DeleteParams, Patch, PatchParams};
+    use kube::ResourceExt;
+    let no_finalizers = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let Ok(list) = namespaces.list(&Default::default()).await else {
+        return;
+    };
+    for ns in list.items {
+        let name = ns.name_any();
+        let pid = PREFIXES
+            .iter()
+            .find_map(|p| name.strip_prefix(&format!("{p}-")))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        let Some(pid) = pid else { continue };
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        eprintln!("removing namespace {name}, left by a failed run");
+        let volumes: Api<GlusterVolume> = Api::namespaced(client.clone(), &name);
+        let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), &name);
+        for v in volumes
+            .list(&Default::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let _ = volumes
+                .patch(&v.name_any(), &PatchParams::default(), &no_finalizers)
+                .await;
+        }
+        for c in clusters
+            .list(&Default::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let _ = clusters
+                .patch(&c.name_any(), &PatchParams::default(), &no_finalizers)
+                .await;
+        }
+        let pvs: Api<PersistentVolume> = Api::all(client.clone());
+        let pv = format!("{name}-pv");
+        let _ = pvs
+            .patch(&pv, &PatchParams::default(), &no_finalizers)
+            .await;
+        let _ = pvs.delete(&pv, &DeleteParams::default()).await;
+        let _ = namespaces.delete(&name, &DeleteParams::default()).await;
     }
 }
 
