@@ -14,7 +14,7 @@ use csi_proto::v1 as csi;
 use gk_operator::controller::{self, Config};
 use gk_operator::crd::{GlusterCluster, GlusterVolume};
 use gk_operator::metrics::Metrics;
-use gk_testenv::gluster_net::{Client, GlusterNet, TlsFiles};
+use gk_testenv::gluster_net::{GlusterNet, TlsFiles};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -522,24 +522,6 @@ fn secret_files(s: &k8s_openapi::api::core::v1::Secret) -> TlsFiles {
     }
 }
 
-/// Mounts `source` from `client` (the FUSE client started directly with management TLS, as
-/// the node plugin does) and writes a file; says why that failed, if it did.
-async fn try_secure_mount(
-    client: &Client,
-    source: &gk_mount::MountSource,
-    name: &str,
-) -> Result<(), String> {
-    let dir = client.mount_dir(name).unwrap();
-    client
-        .mounter()
-        .mount_secure(source, &dir, &client.log_file(name), &[])
-        .await
-        .map_err(|e| e.to_string())?;
-    let probe = std::fs::write(dir.join(format!("probe-{name}")), b"x");
-    let _ = gk_mount::unmount(&dir);
-    probe.map_err(|e| format!("mounted, but I/O failed: {e}"))
-}
-
 /// TLS as the product sets it up: the CSI node plugin, holding the certificate the operator
 /// issued into its namespace, stages and publishes a subdirectory PV of a TLS cluster and
 /// reads and writes it; clients without that certificate are refused.
@@ -624,14 +606,7 @@ async fn tls_node_checks(client: &kube::Client, ns: &str, net: &GlusterNet, vol:
     // Refused: no certificate at all (a plain mount from the default client) ...
     let plain = net.scratch_dir("no-cert").unwrap();
     let log = net.scratch_dir("logs").unwrap().join("no-cert.log");
-    let refused = match net.client_mounter().mount(&source, &plain, &log, &[]).await {
-        Err(e) => e.to_string(),
-        Ok(()) => {
-            let r = std::fs::write(plain.join("probe"), b"x");
-            let _ = gk_mount::unmount(&plain);
-            r.err().map(|e| e.to_string()).unwrap_or_default()
-        }
-    };
+    let refused = support::refusal(&net.client_mounter(), &source, &plain, &log, false).await;
     assert!(
         !refused.is_empty(),
         "a client without a certificate mounted and wrote"
@@ -647,19 +622,27 @@ async fn tls_node_checks(client: &kube::Client, ns: &str, net: &GlusterNet, vol:
             now,
         )
         .unwrap();
-    let rogue_client = net
-        .add_client(
-            151,
-            Some(&TlsFiles {
-                cert_pem: rogue.cert_pem,
-                key_pem: rogue.key_pem,
-                ca_pem: csi_files.ca_pem.clone(),
-            }),
-            false,
-        )
-        .unwrap();
-    let e = try_secure_mount(&rogue_client, &source, "rogue-ca").await;
-    assert!(e.is_err(), "a certificate from another CA was let in");
+    // A client holding `leaf` and trusting the operator's CA; the refusal it meets.
+    let refusal_for = async |host: u8, leaf: CertKey| {
+        let client = net
+            .add_client(
+                host,
+                Some(&TlsFiles {
+                    cert_pem: leaf.cert_pem,
+                    key_pem: leaf.key_pem,
+                    ca_pem: csi_files.ca_pem.clone(),
+                }),
+                false,
+            )
+            .unwrap();
+        let dir = client.mount_dir("probe").unwrap();
+        let log = client.log_file("probe");
+        support::refusal(&client.mounter(), &source, &dir, &log, true).await
+    };
+    assert!(
+        !refusal_for(151, rogue).await.is_empty(),
+        "a certificate from another CA was let in"
+    );
     // ... and the operator's CA, but a name auth.ssl-allow does not list.
     let ca_secret = secrets.get(CA_SECRET).await.unwrap();
     let text = |k: &str| String::from_utf8(ca_secret.data.as_ref().unwrap()[k].0.clone()).unwrap();
@@ -669,19 +652,10 @@ async fn tls_node_checks(client: &kube::Client, ns: &str, net: &GlusterNet, vol:
     })
     .unwrap();
     let stranger = ca.issue("gk-stranger", &[], Usage::Client, now).unwrap();
-    let stranger_client = net
-        .add_client(
-            152,
-            Some(&TlsFiles {
-                cert_pem: stranger.cert_pem,
-                key_pem: stranger.key_pem,
-                ca_pem: csi_files.ca_pem.clone(),
-            }),
-            false,
-        )
-        .unwrap();
-    let e = try_secure_mount(&stranger_client, &source, "stranger").await;
-    assert!(e.is_err(), "a name auth.ssl-allow does not list was let in");
+    assert!(
+        !refusal_for(152, stranger).await.is_empty(),
+        "a name auth.ssl-allow does not list was let in"
+    );
     eprintln!("operator: TLS refusals: no certificate: {refused}; another CA and another name refused too");
 
     node.node_unpublish_volume(Request::new(csi::NodeUnpublishVolumeRequest {

@@ -273,18 +273,8 @@ async fn day_two_operations_on_real_gluster() {
     assert!(allowed.contains(&"10.213.0.100") && !allowed.contains(&"10.213.0.200"));
     let outsider = net.add_client(200, None, false).unwrap();
     let outside = outsider.mount_dir("outside").unwrap();
-    let refused = match outsider
-        .mounter()
-        .mount(&source, &outside, &outsider.log_file("outside"), &[])
-        .await
-    {
-        Err(e) => e.to_string(),
-        Ok(()) => {
-            let r = std::fs::write(outside.join("probe"), b"x");
-            let _ = mount::unmount(&outside);
-            r.err().map(|e| e.to_string()).unwrap_or_default()
-        }
-    };
+    let log = outsider.log_file("outside");
+    let refused = support::refusal(&outsider.mounter(), &source, &outside, &log, false).await;
     assert!(
         !refused.is_empty(),
         "a client outside clientNetworks mounted and wrote"

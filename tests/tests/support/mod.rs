@@ -137,3 +137,30 @@ pub fn pv_using(name: &str, gluster_volume: &str) -> k8s_openapi::api::core::v1:
     }))
     .unwrap()
 }
+
+/// Why `mounter` could not use `source` at `dir`: the mount was refused, or writing through
+/// it failed (gluster can mount before every brick has refused the client). Empty when it
+/// mounted and wrote. `secure` starts the client with management TLS, as the CSI node plugin
+/// does for TLS clusters.
+#[allow(dead_code)] // each test binary compiles this module; not every one uses this
+pub async fn refusal(
+    mounter: &gk_mount::Mounter,
+    source: &gk_mount::MountSource,
+    dir: &std::path::Path,
+    log: &std::path::Path,
+    secure: bool,
+) -> String {
+    let mounted = if secure {
+        mounter.mount_secure(source, dir, log, &[]).await
+    } else {
+        mounter.mount(source, dir, log, &[]).await
+    };
+    match mounted {
+        Err(e) => e.to_string(),
+        Ok(()) => {
+            let written = std::fs::write(dir.join("probe"), b"x");
+            let _ = gk_mount::unmount(dir);
+            written.err().map(|e| e.to_string()).unwrap_or_default()
+        }
+    }
+}
