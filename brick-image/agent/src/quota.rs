@@ -63,6 +63,17 @@ pub fn read_limit(dir: &Path) -> Result<Option<u64>, AgentError> {
     }
 }
 
+/// As [`read_limit`], with a directory that does not exist (deleted meanwhile) read as having
+/// no limit.
+pub fn read_limit_if_present(dir: &Path) -> Result<Option<u64>, AgentError> {
+    match read_limit(dir) {
+        Err(AgentError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        other => other,
+    }
+}
+
 /// Bytes used below `dir` as quota accounts them (0 before anything was written).
 pub fn read_used(dir: &Path) -> Result<u64, AgentError> {
     let mut buf = [0u8; 64];
@@ -167,13 +178,6 @@ pub fn unregistered(limits: &[(String, u64)], listed: &[gk_gluster::QuotaEntry])
         .collect()
 }
 
-/// What a registration found on the directory when it ran.
-enum OnDisk {
-    Limit(u64),
-    /// Deleted, or without a limit: nothing to register.
-    Nothing,
-}
-
 /// Registers limits with glusterd in the background, one transaction at a time, under the
 /// volume's lock so that it never races the agent's own gluster transactions on that volume.
 ///
@@ -224,21 +228,15 @@ impl Registrar {
                         // Cancelled while waiting for the lock: the map has the truth.
                         let Some(seq) = me.want(&key) else { continue };
                         let dir = mount_root.join(&key.0).join(key.1.trim_start_matches('/'));
-                        let found = tokio::task::spawn_blocking(move || match read_limit(&dir) {
-                            Ok(Some(limit)) => Ok(OnDisk::Limit(limit)),
-                            Ok(None) => Ok(OnDisk::Nothing),
-                            Err(AgentError::Io { source, .. })
-                                if source.kind() == std::io::ErrorKind::NotFound =>
-                            {
-                                Ok(OnDisk::Nothing)
-                            }
-                            Err(e) => Err(e.to_string()),
+                        // Deleted, or without a limit: nothing to register.
+                        let found = tokio::task::spawn_blocking(move || {
+                            read_limit_if_present(&dir).map_err(|e| e.to_string())
                         })
                         .await
                         .unwrap_or_else(|e| Err(e.to_string()));
                         let result = match found {
-                            Ok(OnDisk::Nothing) => Ok(()),
-                            Ok(OnDisk::Limit(limit)) => gluster
+                            Ok(None) => Ok(()),
+                            Ok(Some(limit)) => gluster
                                 .quota_limit_usage(&key.0, &key.1, limit)
                                 .await
                                 .map_err(|e| e.to_string()),

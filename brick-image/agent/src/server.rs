@@ -736,16 +736,11 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let path = subdir_path("path", &req.path)?;
         log_rpc("SubdirGet", &volume);
         let dir = self.subdir(&volume, &path).await?;
-        let limit = tokio::task::spawn_blocking(move || match std::fs::symlink_metadata(&dir) {
-            Ok(_) => quota::read_limit(&dir),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(AgentError::Io {
-                what: format!("looking up {}", dir.display()),
-                source: e,
-            }),
-        })
-        .await
-        .map_err(|e| Status::internal(format!("reading the limit of {path} on {volume}: {e}")))??;
+        let limit = tokio::task::spawn_blocking(move || quota::read_limit_if_present(&dir))
+            .await
+            .map_err(|e| {
+                Status::internal(format!("reading the limit of {path} on {volume}: {e}"))
+            })??;
         let limit_bytes = limit.ok_or_else(|| {
             AgentError::NotFound(format!("subdirectory {path} with a limit on {volume}"))
         })?;
