@@ -147,22 +147,21 @@ impl<P: PoolResolver> Driver<P> {
                 return report;
             }
         };
+        let clients = mount::fuse_clients();
         for v in self.state.all() {
             let _guard = match self.locks.try_lock(&v.volume_id) {
                 Ok(g) => g,
                 Err(_) => continue,
             };
-            let staging_dead = client_gone(&table, &v.staging);
+            let staging_device = reattach::device_at(&table, &v.staging);
+            let staging_dead = staging_device.is_none() || client_gone(&clients, &v.staging);
             // Read before anything is unmounted: containers are found by these devices.
             let mut dead_devices: Vec<reattach::Device> = Vec::new();
             if staging_dead {
-                dead_devices.extend(reattach::device_at(&table, &v.staging));
+                dead_devices.extend(staging_device);
             }
             // A target is a bind mount of the staging mount, so it shares its device; one
             // that does not was bound before the staging mount was last repaired.
-            let staging_device = (!staging_dead)
-                .then(|| reattach::device_at(&table, &v.staging))
-                .flatten();
             let mut dead_targets: Vec<&Published> = Vec::new();
             for t in &v.targets {
                 let device = reattach::device_at(&table, &t.path);
@@ -1114,13 +1113,14 @@ impl<P: PoolResolver> csi::node_server::Node for Driver<P> {
     }
 }
 
-/// A staging path that is not mounted, or whose gluster client process is gone. A live client
+/// Whether the gluster client of the mounted `staging` is gone: no live process serves it
+/// (`clients`, from [`mount::fuse_clients`]) and the mount answers ENOTCONN. A live client
 /// answers ENOTCONN too while no brick is reachable; that is the volume's failure, which a
-/// remount would not mend, so the process decides.
-fn client_gone(table: &[reattach::MountEntry], staging: &Path) -> bool {
-    reattach::device_at(table, staging).is_none()
-        || (nix::sys::statvfs::statvfs(staging).err() == Some(nix::Error::ENOTCONN)
-            && mount::fuse_client_pid(staging).is_none())
+/// remount would not mend. Mounts with a live client are not asked at all, so a repair pass
+/// costs no round trip to the bricks.
+fn client_gone(clients: &HashMap<PathBuf, i32>, staging: &Path) -> bool {
+    !clients.contains_key(staging)
+        && nix::sys::statvfs::statvfs(staging).err() == Some(nix::Error::ENOTCONN)
 }
 
 /// What one repair pass did.

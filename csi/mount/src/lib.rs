@@ -406,22 +406,33 @@ pub fn unmount(target: &Path) -> Result<(), MountError> {
     }
 }
 
-/// The gluster FUSE client process serving `mount_point`, found by its command line (the
-/// mount point is its last argument); None when no such process lives. Needs the PID
-/// namespace the client runs in.
-pub fn fuse_client_pid(mount_point: &Path) -> Option<i32> {
-    let wanted = mount_point.as_os_str().as_encoded_bytes();
-    std::fs::read_dir("/proc")
-        .ok()?
+/// The gluster FUSE client processes alive, by the mount point each serves (its last
+/// argument), found by their command lines in one pass over `/proc`. Needs the PID namespace
+/// the clients run in.
+pub fn fuse_clients() -> std::collections::HashMap<PathBuf, i32> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Default::default();
+    };
+    entries
         .flatten()
         .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                let args: Vec<&[u8]> = c.split(|b| *b == 0).filter(|a| !a.is_empty()).collect();
-                args.first().is_some_and(|a| a.ends_with(b"glusterfs"))
-                    && args.last() == Some(&wanted)
-            })
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .collect();
+            args.first()?.ends_with(b"glusterfs").then_some(())?;
+            let mount_point = PathBuf::from(std::ffi::OsStr::from_bytes(args.last()?));
+            Some((mount_point, pid))
         })
+        .collect()
+}
+
+/// The gluster FUSE client process serving `mount_point`; None when no such process lives.
+pub fn fuse_client_pid(mount_point: &Path) -> Option<i32> {
+    fuse_clients().remove(mount_point)
 }
 
 /// Whether `target` is a mount point, from the kernel's mount table.
@@ -431,16 +442,10 @@ pub fn is_mounted(target: &Path) -> Result<bool, MountError> {
 
 /// Every mount point in the kernel's mount table of this process.
 pub fn mount_points() -> Result<Vec<PathBuf>, MountError> {
-    let table = std::fs::read_to_string("/proc/self/mountinfo").map_err(MountError::MountTable)?;
-    Ok(parse_mount_points(&table).map(PathBuf::from).collect())
-}
-
-/// Mount points listed in a mountinfo table, with the kernel's octal escapes decoded.
-fn parse_mount_points(table: &str) -> impl Iterator<Item = String> + '_ {
-    table
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(unescape_octal)
+    Ok(reattach::own_mounts()?
+        .into_iter()
+        .map(|e| e.mount_point)
+        .collect())
 }
 
 pub(crate) fn unescape_octal(s: &str) -> String {
@@ -522,8 +527,14 @@ mod tests {
     fn mountinfo_escapes() {
         let table = "36 35 98:0 / /mnt/with\\040space rw - ext4 /dev/x rw\n\
                      37 35 0:44 / /tmp/plain rw - fuse.glusterfs h:/v rw\n";
-        let points: Vec<_> = parse_mount_points(table).collect();
-        assert_eq!(points, ["/mnt/with space", "/tmp/plain"]);
+        let points: Vec<_> = reattach::parse_mountinfo(table)
+            .into_iter()
+            .map(|e| e.mount_point)
+            .collect();
+        assert_eq!(
+            points,
+            [Path::new("/mnt/with space"), Path::new("/tmp/plain")]
+        );
     }
 
     #[test]

@@ -29,7 +29,6 @@ pub struct MountEntry {
     pub mount_point: PathBuf,
     /// Per-mount options (`ro`, `nosuid`, `nodev`, `noexec`, ...).
     pub options: Vec<String>,
-    pub fs_type: String,
 }
 
 /// Parses a mountinfo table; lines that do not have the kernel's shape are skipped.
@@ -40,13 +39,11 @@ pub fn parse_mountinfo(table: &str) -> Vec<MountEntry> {
 fn parse_line(line: &str) -> Option<MountEntry> {
     let fields: Vec<&str> = line.split(' ').collect();
     let (major, minor) = fields.get(2)?.split_once(':')?;
-    let separator = fields.iter().skip(6).position(|f| *f == "-")? + 6;
     Some(MountEntry {
         device: (major.parse().ok()?, minor.parse().ok()?),
         root: unescape_octal(fields.get(3)?),
         mount_point: PathBuf::from(unescape_octal(fields.get(4)?)),
         options: fields.get(5)?.split(',').map(String::from).collect(),
-        fs_type: fields.get(separator + 1)?.to_string(),
     })
 }
 
@@ -214,13 +211,11 @@ garbage line
     fn mountinfo_lines_parse_with_optional_fields_and_escapes() {
         let e = parse_mountinfo(TABLE);
         assert_eq!(e.len(), 3);
-        assert_eq!(e[0].fs_type, "proc");
+        assert_eq!(e[0].mount_point, PathBuf::from("/proc"));
         assert_eq!(e[1].device, (0, 96));
         assert_eq!(e[1].mount_point, PathBuf::from("/data"));
-        assert_eq!(e[1].fs_type, "fuse.glusterfs");
         assert_eq!(e[2].root, "/logs/a b");
         assert_eq!(e[2].options, ["ro", "nosuid", "nodev", "relatime"]);
-        assert_eq!(e[2].fs_type, "fuse.glusterfs");
     }
 
     #[test]
