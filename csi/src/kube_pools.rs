@@ -35,7 +35,7 @@ fn ready(gv: &GlusterVolume) -> Option<Dedicated> {
                 .spec
                 .size
                 .as_ref()
-                .and_then(|q| q.0.parse().ok())
+                .and_then(|q| gk_operator::plan::quantity_bytes("spec.size", &q.0).ok())
                 .unwrap_or(0),
             tls: m.tls,
         }

@@ -955,8 +955,6 @@ struct Rollout {
     stalled: Option<String>,
 }
 
-/// Whether every brick of the cluster's volumes is online with nothing to heal, asked of
-/// gluster (not of possibly stale GlusterVolume status); Err says what is not.
 /// Whether every serving node's glusterd sees all its peers connected. A restarted node can
 /// take a while to be reconnected (its address changed, and peers re-resolve its name only
 /// when DNS caches expire); until then management operations fail on the nodes that do not
@@ -981,6 +979,8 @@ async fn pool_connected(up: &mut [NodeAgent]) -> Result<Result<(), String>, Erro
     Ok(Ok(()))
 }
 
+/// Whether every brick of the cluster's volumes is online with nothing to heal, asked of
+/// gluster (not of possibly stale GlusterVolume status); Err says what is not.
 pub async fn data_safe(
     anchor: &mut NodeAgent,
     volumes: &[GlusterVolume],

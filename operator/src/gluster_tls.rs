@@ -130,13 +130,10 @@ async fn ensure_leaf(
 /// The common name a gluster certificate Secret was issued for.
 const IDENTITY_ANNOTATION: &str = "glusterkube.dev/common-name";
 
-/// The CSI node plugins' client certificate.
+/// The CSI node plugins' client certificate (kept current by a loop of the operator's own,
+/// clusters or not; see `controller::run`).
 pub async fn ensure_csi_client(client: &kube::Client, namespace: &str) -> Result<(), Error> {
     let ca = ca(client, namespace).await?;
-    csi_client(client, namespace, &ca).await
-}
-
-async fn csi_client(client: &kube::Client, namespace: &str, ca: &Ca) -> Result<(), Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let metadata = json!({
         "name": CSI_CLIENT_SECRET,
@@ -147,25 +144,23 @@ async fn csi_client(client: &kube::Client, namespace: &str, ca: &Ca) -> Result<(
         &secrets,
         CSI_CLIENT_SECRET,
         metadata,
-        ca,
+        &ca,
         CSI_CLIENT_IDENTITY,
         Usage::Client,
     )
     .await
 }
 
-/// The cluster's gluster certificate (when its TLS is on) and the CSI client certificate.
+/// The cluster's gluster certificate, when its TLS is on.
 pub async fn ensure(
     ctx: &Context,
     gc: &GlusterCluster,
     metadata: serde_json::Value,
 ) -> Result<(), Error> {
-    let namespace = &ctx.config.namespace;
-    let ca = ca(&ctx.client, namespace).await?;
-    csi_client(&ctx.client, namespace, &ca).await?;
     if !gc.spec.tls.enabled {
         return Ok(());
     }
+    let ca = ca(&ctx.client, &ctx.config.namespace).await?;
     let secrets: Api<Secret> =
         Api::namespaced(ctx.client.clone(), &gc.namespace().unwrap_or_default());
     let uid = gc.uid().unwrap_or_default();

@@ -101,16 +101,10 @@ pub fn bricks(
                 })
             })
             .collect::<Result<_, _>>()?,
-        (None, Some(count)) => {
-            let count = (count as usize).max(size_bricks(spec, nodes)?.unwrap_or(0));
-            // The CRD caps brickCount too, but a spec stored under an older CRD (or written
-            // around the apiserver) must not make the operator plan billions of bricks.
-            if count > MAX_BRICKS {
-                return Err(spec_error(
-                    "spec.brickCount",
-                    format!("{count} is more than the {MAX_BRICKS} bricks a volume may have"),
-                ));
-            }
+        (None, Some(_)) => {
+            // Refuses a count past MAX_BRICKS (wanted_bricks): the CRD caps brickCount too, but
+            // a spec stored under an older CRD must not make the operator plan billions.
+            let count = brick_count(spec, nodes)?;
             if nodes.len() < set {
                 return Err(spec_error(
                     "spec.brickCount",
@@ -222,10 +216,10 @@ pub fn size_bricks(
     let bytes = quantity_bytes("spec.size", &size.0)?;
     let layout = layout(spec)?;
     let set = layout.set_size() as u128;
+    // Bricks of a set that hold distinct data: replicas and arbiters hold copies or metadata.
     let data = match layout {
-        VolumeLayout::Distribute => 1,
-        VolumeLayout::Replicate { .. } | VolumeLayout::Arbiter => 1,
         VolumeLayout::Disperse { data, .. } => data as u128,
+        _ => 1,
     };
     let smallest = nodes.iter().map(|n| n.total_bytes).min().unwrap_or(0) as u128;
     let per_node = smallest * data / set;
@@ -244,6 +238,11 @@ pub fn size_bricks(
         ));
     }
     Ok(Some((needed.div_ceil(set) * set) as usize))
+}
+
+/// The bricks the volume gets: what the spec asks for, raised to what `spec.size` needs.
+fn brick_count(spec: &GlusterVolumeSpec, nodes: &[NodeSlot]) -> Result<usize, SpecError> {
+    Ok(wanted_bricks(spec)?.max(size_bricks(spec, nodes)?.unwrap_or(0)))
 }
 
 /// How many bricks the spec asks for. A count past the CRD's maximum (a spec stored under an
@@ -318,7 +317,7 @@ pub fn resize(
     retired: &[Brick],
 ) -> Result<Resize, SpecError> {
     let set = layout(spec)?.set_size() as usize;
-    let want = wanted_bricks(spec)?.max(size_bricks(spec, nodes)?.unwrap_or(0));
+    let want = brick_count(spec, nodes)?;
     let have = existing.len();
     let field = if spec.bricks.is_some() {
         "spec.bricks"

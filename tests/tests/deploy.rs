@@ -1128,6 +1128,9 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
     // operator of another release on this shared apiserver may touch the same objects
     // meanwhile (its finalizer patch makes ours fail its test), so each reconcile starts
     // from a fresh read. The first pass only adds the finalizers; the next ones do the work.
+    // What the operator's own loop does at start (controller::run), clusters or not.
+    let csi = gk_operator::gluster_tls::ensure_csi_client(&op, release_ns).await;
+    eprintln!("CSI node plugins' certificate as the operator: {csi:?}");
     for _ in 0..3 {
         let gc = clusters.get("gluster").await.unwrap();
         let r = gk_operator::cluster::reconcile(Arc::new(gc), ctx.clone()).await;
