@@ -429,24 +429,8 @@ async fn clean_up(client: &kube::Client) {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     for ns in namespaces.list_metadata(&ours).await.unwrap().items {
         let ns = ns.name_any();
-        drop_finalizers(Api::<GlusterVolume>::namespaced(client.clone(), &ns)).await;
-        drop_finalizers(Api::<GlusterCluster>::namespaced(client.clone(), &ns)).await;
+        support::drop_finalizers(Api::<GlusterVolume>::namespaced(client.clone(), &ns)).await;
+        support::drop_finalizers(Api::<GlusterCluster>::namespaced(client.clone(), &ns)).await;
         let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
-    }
-}
-
-/// Removes the finalizers of every object `api` lists.
-async fn drop_finalizers<K>(api: Api<K>)
-where
-    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let unfinalize = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-    let Ok(list) = api.list_metadata(&ListParams::default()).await else {
-        return;
-    };
-    for o in list.items {
-        let _ = api
-            .patch(&o.name_any(), &PatchParams::default(), &unfinalize)
-            .await;
     }
 }

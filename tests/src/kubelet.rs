@@ -275,18 +275,39 @@ async fn serve_pods(
     Ok(())
 }
 
-/// The Secret a pod mounts as volume `volume`.
-fn secret_volume(pod: &Pod, volume: &str) -> Option<String> {
-    pod.spec
-        .as_ref()?
-        .volumes
-        .as_ref()?
-        .iter()
-        .find(|v| v.name == volume)?
-        .secret
-        .as_ref()?
-        .secret_name
-        .clone()
+/// The Secret `pod` mounts as volume `volume`; `None` while it does not exist yet (a kubelet
+/// waits for it too).
+async fn mounted_secret(
+    pod: &Pod,
+    secrets: &Api<Secret>,
+    volume: &str,
+) -> Result<Option<Secret>, EnvError> {
+    let name = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .and_then(|v| v.iter().find(|v| v.name == volume))
+        .and_then(|v| v.secret.as_ref()?.secret_name.clone())
+        .ok_or_else(|| {
+            EnvError::Setup(format!(
+                "pod {} mounts no Secret as volume {volume}",
+                pod.name_any()
+            ))
+        })?;
+    secrets
+        .get_opt(&name)
+        .await
+        .map_err(|e| EnvError::Setup(e.to_string()))
+}
+
+/// One key of a Secret's data; empty when absent.
+fn secret_bytes(secret: &Secret, key: &str) -> Vec<u8> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| b.0.clone())
+        .unwrap_or_default()
 }
 
 /// Applies the pod's gluster TLS to node `index` as its entrypoint would: with
@@ -311,27 +332,10 @@ async fn node_tls(
     if !on {
         return node.set_tls(None).map(Some);
     }
-    let name = secret_volume(pod, "gluster-tls").ok_or_else(|| {
-        EnvError::Setup(format!(
-            "pod {} has GK_GLUSTER_TLS=on but mounts no gluster-tls Secret",
-            pod.name_any()
-        ))
-    })?;
-    let Some(secret) = secrets
-        .get_opt(&name)
-        .await
-        .map_err(|e| EnvError::Setup(e.to_string()))?
-    else {
+    let Some(secret) = mounted_secret(pod, secrets, "gluster-tls").await? else {
         return Ok(None);
     };
-    let text = |k: &str| {
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(k))
-            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-            .unwrap_or_default()
-    };
+    let text = |k: &str| String::from_utf8_lossy(&secret_bytes(&secret, k)).into_owned();
     let files = crate::gluster_net::TlsFiles {
         cert_pem: text("glusterfs.pem"),
         key_pem: text("glusterfs.key"),
@@ -353,23 +357,10 @@ async fn start_agent(
     net: &GlusterNet,
     index: usize,
 ) -> Result<Option<Started>, EnvError> {
-    let secret_name = secret_volume(pod, "tls")
-        .ok_or_else(|| EnvError::Setup(format!("pod {} mounts no TLS Secret", pod.name_any())))?;
-    let Some(secret) = secrets
-        .get_opt(&secret_name)
-        .await
-        .map_err(|e| EnvError::Setup(e.to_string()))?
-    else {
-        return Ok(None); // As a kubelet would, wait for the Secret to exist.
+    let Some(secret) = mounted_secret(pod, secrets, "tls").await? else {
+        return Ok(None);
     };
-    let data = |k: &str| {
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(k))
-            .map(|b| b.0.clone())
-            .unwrap_or_default()
-    };
+    let data = |k: &str| secret_bytes(&secret, k);
     let tls_config = tls::server_config(&data("ca.crt"), &data("tls.crt"), &data("tls.key"));
     let n = &net.nodes()[index];
     let mounts = net.node_client(index)?;

@@ -384,6 +384,11 @@ async fn bad_specs_are_refused_at_admission_naming_the_field() {
     let creates = bad_creates();
     let updates = bad_updates();
     assert!(creates.len() + updates.len() >= 30);
+    eprintln!(
+        "crd_admission: {} bad creates and {} bad updates",
+        creates.len(),
+        updates.len()
+    );
     let mut failures = Vec::new();
 
     for (case, (kind, spec), field) in creates {

@@ -60,7 +60,6 @@ async fn remove_stale_namespaces(client: &kube::Client) {
     use k8s_openapi::api::core::v1::{Namespace, PersistentVolume};
     use kube::api::{Api, DeleteParams, Patch, PatchParams};
     use kube::ResourceExt;
-    let no_finalizers = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let Ok(list) = namespaces.list(&Default::default()).await else {
         return;
@@ -77,35 +76,36 @@ async fn remove_stale_namespaces(client: &kube::Client) {
             continue;
         }
         eprintln!("removing namespace {name}, left by a failed run");
-        let volumes: Api<GlusterVolume> = Api::namespaced(client.clone(), &name);
-        let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), &name);
-        for v in volumes
-            .list(&Default::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
-            let _ = volumes
-                .patch(&v.name_any(), &PatchParams::default(), &no_finalizers)
-                .await;
-        }
-        for c in clusters
-            .list(&Default::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
-            let _ = clusters
-                .patch(&c.name_any(), &PatchParams::default(), &no_finalizers)
-                .await;
-        }
+        drop_finalizers(Api::<GlusterVolume>::namespaced(client.clone(), &name)).await;
+        drop_finalizers(Api::<GlusterCluster>::namespaced(client.clone(), &name)).await;
         let pvs: Api<PersistentVolume> = Api::all(client.clone());
         let pv = format!("{name}-pv");
         let _ = pvs
-            .patch(&pv, &PatchParams::default(), &no_finalizers)
+            .patch(&pv, &PatchParams::default(), &Patch::Merge(unfinalized()))
             .await;
         let _ = pvs.delete(&pv, &DeleteParams::default()).await;
         let _ = namespaces.delete(&name, &DeleteParams::default()).await;
+    }
+}
+
+fn unfinalized() -> serde_json::Value {
+    serde_json::json!({"metadata": {"finalizers": null}})
+}
+
+/// Removes the finalizers of every object `api` lists: objects whose operator (and glusterd
+/// nodes) ended with a run that failed.
+#[allow(dead_code)] // each test binary compiles this module; not every one uses this
+pub async fn drop_finalizers<K>(api: kube::Api<K>)
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use kube::ResourceExt;
+    let Ok(list) = api.list_metadata(&Default::default()).await else {
+        return;
+    };
+    let patch = kube::api::Patch::Merge(unfinalized());
+    for o in list.items {
+        let _ = api.patch(&o.name_any(), &Default::default(), &patch).await;
     }
 }
 
