@@ -17,6 +17,10 @@ use crate::quota::{self, Registrar};
 use crate::spec::{self, DesiredVolume};
 use crate::AgentError;
 
+/// How long a fresh management mount may take to answer a listing before it is used anyway
+/// (callers then see gluster's own error).
+const MOUNT_SETTLE: Duration = Duration::from_secs(10);
+
 type Reply<T> = Result<Response<T>, Status>;
 
 /// Where the agent keeps its own mounts and which brick directories it may release.
@@ -263,6 +267,13 @@ impl<R: CommandRunner + 'static> Agent<R> {
             .mounter
             .mount_quota_client(&source, &target, &log)
             .await?;
+        // The kernel mount exists before the client has connected to enough bricks (a
+        // disperse volume needs most of them, and TLS handshakes take a while): until then
+        // the first listing answers ENOTCONN. Give the connections a moment.
+        let deadline = Instant::now() + MOUNT_SETTLE;
+        while std::fs::read_dir(&target).is_err() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         self.resync_limits(volume, &target);
         Ok(target)
     }
