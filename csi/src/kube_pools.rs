@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use gk_operator::cluster::{agents_with, read_credentials};
-use gk_operator::controller::INSTANCE_LABEL;
-use gk_operator::crd::{GlusterCluster, GlusterVolume};
+use gk_api::agents::{describe_down, discover, read_credentials};
+use gk_api::crd::{GlusterCluster, GlusterVolume};
+use gk_api::names::INSTANCE_LABEL;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tonic::Status;
@@ -35,7 +35,7 @@ fn ready(gv: &GlusterVolume) -> Option<Dedicated> {
                 .spec
                 .size
                 .as_ref()
-                .and_then(|q| gk_operator::plan::quantity_bytes("spec.size", &q.0).ok())
+                .and_then(|q| gk_api::units::quantity_bytes("spec.size", &q.0).ok())
                 .unwrap_or(0),
             tls: m.tls,
         }
@@ -88,13 +88,13 @@ impl PoolResolver for KubePools {
         let creds = read_credentials(&self.client, &gc)
             .await
             .map_err(|e| unavailable(pool, e))?;
-        let (mut up, down) = agents_with(&self.client, self.agent_port, &gc, &creds)
+        let (mut up, down) = discover(&self.client, self.agent_port, &gc, &creds)
             .await
             .map_err(|e| unavailable(pool, e))?;
         if up.is_empty() {
             return Err(unavailable(
                 pool,
-                format!("no brick agent answers: {down:?}"),
+                format!("no brick agent answers: {}", describe_down(&down)),
             ));
         }
         let agent = up.swap_remove(0).client;
@@ -185,8 +185,7 @@ impl PoolResolver for KubePools {
                 // The volume goes to the operator instance that runs its cluster.
                 let clusters: Api<GlusterCluster> =
                     Api::namespaced(self.client.clone(), &cluster.namespace);
-                let mut labels =
-                    json!({"app.kubernetes.io/managed-by": crate::driver::DRIVER_NAME});
+                let mut labels = json!({"app.kubernetes.io/managed-by": crate::DRIVER_NAME});
                 if let Some(instance) = clusters
                     .get_opt(&cluster.name)
                     .await

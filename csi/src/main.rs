@@ -1,10 +1,15 @@
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
-use gk_csi::driver::Driver;
+use gk_csi::controller::ControllerService;
+use gk_csi::identity::IdentityService;
 use gk_csi::kube_pools::KubePools;
 use gk_csi::mount::Mounter;
+use gk_csi::node::NodeService;
+use gk_csi::server::Services;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Mode {
@@ -63,27 +68,63 @@ async fn main() -> anyhow::Result<()> {
     );
     let listener =
         gk_csi::server::bind(&path).with_context(|| format!("binding {}", path.display()))?;
-    let (pools, node) = match cli.mode {
+    let services = match cli.mode {
         Mode::Controller => {
             let client = kube::Client::try_default()
                 .await
                 .context("connecting to the Kubernetes API")?;
-            (
-                Some(KubePools {
-                    client,
-                    agent_port: cli.agent_port,
-                }),
-                false,
-            )
+            let pools = KubePools {
+                client,
+                agent_port: cli.agent_port,
+            };
+            Services {
+                identity: IdentityService::new(true, Arc::new(AtomicBool::new(true))),
+                controller: Some(Arc::new(ControllerService::new(pools))),
+                node: None,
+            }
         }
         Mode::Node => {
             anyhow::ensure!(
                 !cli.node_id.is_empty(),
                 "--node-id (or NODE_NAME) is required in node mode"
             );
-            (None, true)
+            let node = Arc::new(node_service(&cli));
+            // Not ready until mounts a previous plugin instance left are checked and repaired.
+            node.ready.store(false, Ordering::Relaxed);
+            let repairing = node.clone();
+            let every = std::time::Duration::from_secs(cli.repair_interval_seconds);
+            tokio::spawn(async move {
+                loop {
+                    let repair = repairing.recover().await;
+                    if !repair.volumes.is_empty() || !repair.failed.is_empty() {
+                        tracing::warn!(
+                            volumes = ?repair.volumes,
+                            reattached_in_containers = ?repair.reattached,
+                            failed = ?repair.failed,
+                            "repaired mounts whose gluster client had died"
+                        );
+                    }
+                    repairing.ready.store(true, Ordering::Relaxed);
+                    tokio::time::sleep(every).await;
+                }
+            });
+            Services::<KubePools> {
+                identity: IdentityService::new(false, node.ready.clone()),
+                controller: None,
+                node: Some(node),
+            }
         }
     };
+    tracing::info!(endpoint = %path.display(), "serving CSI");
+    gk_csi::server::serve(listener, services, shutdown_signal()).await?;
+    let _ = std::fs::remove_file(&path);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The node service, with its gluster clients run in the host's namespaces under
+/// --mount-on-host (where they have no TLS certificate to read).
+fn node_service(cli: &Cli) -> NodeService {
     let mounter = if cli.mount_on_host {
         Mounter {
             wrapper: [
@@ -95,39 +136,11 @@ async fn main() -> anyhow::Result<()> {
     } else {
         Mounter::default()
     };
-    let mut driver = Driver::new(cli.node_id, pools, mounter, cli.state_dir);
+    let mut node = NodeService::new(cli.node_id.clone(), mounter, cli.state_dir.clone());
     if cli.mount_on_host {
-        driver.tls_dir = None;
+        node.tls_dir = None;
     }
-    let driver = std::sync::Arc::new(driver);
-    tracing::info!(endpoint = %path.display(), "serving CSI");
-    if node {
-        // Not ready until mounts a previous plugin instance left are checked and repaired.
-        driver
-            .ready
-            .store(false, std::sync::atomic::Ordering::Relaxed);
-        let d = driver.clone();
-        let every = std::time::Duration::from_secs(cli.repair_interval_seconds);
-        tokio::spawn(async move {
-            loop {
-                let repair = d.recover().await;
-                if !repair.volumes.is_empty() || !repair.failed.is_empty() {
-                    tracing::warn!(
-                        volumes = ?repair.volumes,
-                        reattached_in_containers = ?repair.reattached,
-                        failed = ?repair.failed,
-                        "repaired mounts whose gluster client had died"
-                    );
-                }
-                d.ready.store(true, std::sync::atomic::Ordering::Relaxed);
-                tokio::time::sleep(every).await;
-            }
-        });
-    }
-    gk_csi::server::serve(driver, listener, node, shutdown_signal()).await?;
-    let _ = std::fs::remove_file(&path);
-    tracing::info!("stopped");
-    Ok(())
+    node
 }
 
 async fn shutdown_signal() {

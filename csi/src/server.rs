@@ -10,7 +10,9 @@ use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::backend::PoolResolver;
-use crate::driver::Driver;
+use crate::controller::ControllerService;
+use crate::identity::IdentityService;
+use crate::node::NodeService;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -64,21 +66,24 @@ pub fn bind(path: &Path) -> Result<UnixListener, ServeError> {
     Ok(listener)
 }
 
-/// Serves Identity, and Controller and/or Node as the driver is configured, until `shutdown`.
+/// The services one plugin process serves: Identity always, and the Controller and Node
+/// services of its mode.
+pub struct Services<P> {
+    pub identity: IdentityService,
+    pub controller: Option<std::sync::Arc<ControllerService<P>>>,
+    pub node: Option<std::sync::Arc<NodeService>>,
+}
+
+/// Serves `services` until `shutdown`.
 pub async fn serve<P: PoolResolver>(
-    driver: std::sync::Arc<Driver<P>>,
     listener: UnixListener,
-    node: bool,
+    services: Services<P>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let mut router =
-        tonic::transport::Server::builder().add_service(IdentityServer::from_arc(driver.clone()));
-    if driver.pools.is_some() {
-        router = router.add_service(ControllerServer::from_arc(driver.clone()));
-    }
-    if node {
-        router = router.add_service(NodeServer::from_arc(driver.clone()));
-    }
+    let router = tonic::transport::Server::builder()
+        .add_service(IdentityServer::new(services.identity))
+        .add_optional_service(services.controller.map(ControllerServer::from_arc))
+        .add_optional_service(services.node.map(NodeServer::from_arc));
     router
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
         .await?;

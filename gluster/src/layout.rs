@@ -30,6 +30,32 @@ impl VolumeLayout {
         }
     }
 
+    /// Bricks of one set that hold distinct data: replicas and arbiters hold copies or
+    /// metadata, so a set holds what one brick does; a disperse set holds `data` bricks' worth.
+    pub fn data_bricks(&self) -> u32 {
+        match *self {
+            Self::Disperse { data, .. } => data,
+            _ => 1,
+        }
+    }
+
+    /// The layout gluster reports for a volume by its counts (`volume info`): replica and
+    /// arbiter count, disperse and redundancy count. Replica 1 or 0 is plain distribute.
+    pub fn from_counts(replica: u32, arbiter: u32, disperse: u32, redundancy: u32) -> Self {
+        if disperse > 0 {
+            Self::Disperse {
+                data: disperse.saturating_sub(redundancy),
+                redundancy,
+            }
+        } else if arbiter > 0 {
+            Self::Arbiter
+        } else if replica > 1 {
+            Self::Replicate { replica }
+        } else {
+            Self::Distribute
+        }
+    }
+
     pub fn validate(&self) -> Result<(), GlusterError> {
         match *self {
             Self::Distribute | Self::Arbiter => Ok(()),
@@ -252,6 +278,31 @@ mod tests {
         (0..n)
             .map(|i| Brick::new(format!("n{}", i % 3), format!("/b/{i}")).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn layouts_read_back_from_gluster_counts() {
+        let ec = VolumeLayout::from_counts(1, 0, 3, 1);
+        assert_eq!(
+            ec,
+            VolumeLayout::Disperse {
+                data: 2,
+                redundancy: 1
+            }
+        );
+        assert_eq!((ec.set_size(), ec.data_bricks()), (3, 2));
+        let arbiter = VolumeLayout::from_counts(3, 1, 0, 0);
+        assert_eq!((arbiter.set_size(), arbiter.data_bricks()), (3, 1));
+        assert_eq!(
+            VolumeLayout::from_counts(3, 0, 0, 0),
+            VolumeLayout::Replicate { replica: 3 }
+        );
+        for replica in [0, 1] {
+            assert_eq!(
+                VolumeLayout::from_counts(replica, 0, 0, 0),
+                VolumeLayout::Distribute
+            );
+        }
     }
 
     #[test]

@@ -1,3 +1,5 @@
+use gk_api::agents::AgentsError;
+
 use crate::plan::SpecError;
 
 /// Why a reconcile did not finish. Spec errors wait for the user; the rest are retried.
@@ -10,9 +12,9 @@ pub enum Error {
     #[error("brick agent {node}: {status}")]
     Agent { node: String, status: String },
     #[error("agent PKI: {0}")]
-    Pki(#[from] crate::pki::PkiError),
+    Pki(#[from] crate::tls::pki::PkiError),
     #[error("{0}")]
-    Dial(#[from] crate::agents::DialError),
+    Agents(#[from] AgentsError),
     #[error("waiting: {0}")]
     NotReady(String),
     #[error("deletion blocked: {0}")]
@@ -33,13 +35,24 @@ impl Error {
     pub fn label(&self) -> &'static str {
         match self {
             Error::Spec(_) => "spec",
-            Error::Kube(_) => "kube",
+            Error::Kube(_) | Error::Agents(AgentsError::Kube(_)) => "kube",
             Error::Agent { .. } => "agent",
             Error::Pki(_) => "pki",
-            Error::Dial(_) => "dial",
-            Error::NotReady(_) => "not_ready",
+            Error::Agents(AgentsError::Address { .. }) => "dial",
+            Error::NotReady(_) | Error::Agents(AgentsError::Credentials { .. }) => "not_ready",
             Error::DeletionBlocked(_) => "deletion_blocked",
             Error::Finalizer(_) => "finalizer",
         }
+    }
+
+    /// Whether this is a wait for something expected to come soon (requeued quickly and
+    /// quietly) rather than a failure.
+    pub fn is_wait(&self) -> bool {
+        matches!(
+            self,
+            Error::NotReady(_)
+                | Error::DeletionBlocked(_)
+                | Error::Agents(AgentsError::Credentials { .. })
+        )
     }
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use gk_operator::controller::{self, Config};
+use gk_operator::context::Config;
 use gk_operator::metrics::Metrics;
 
 #[derive(Parser)]
@@ -74,7 +74,7 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("listening on {}", cli.metrics_addr))?;
     tokio::spawn(async move { axum::serve(listener, app).await });
     tracing::info!("starting controllers");
-    controller::run(client, config, metrics, shutdown_signal()).await;
+    gk_operator::run(client, config, metrics, shutdown_signal()).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -13,7 +13,8 @@ use csi::controller_server::Controller;
 use csi::node_server::Node;
 use csi_proto::v1 as csi;
 use gk_csi::backend::{Pool, StaticPools};
-use gk_csi::driver::Driver;
+use gk_csi::controller::ControllerService;
+use gk_csi::node::NodeService;
 use gk_csi::params::ObjectKey;
 use gk_testenv::agents::AgentSet;
 use gk_testenv::gluster_net::GlusterNet;
@@ -63,9 +64,9 @@ async fn main() {
     let pools = StaticPools {
         pools: Arc::new(HashMap::from([(key, pool)])),
     };
-    let driver = Driver::new(
+    let driver = ControllerService::new(pools);
+    let node = NodeService::new(
         "node-1".into(),
-        Some(pools),
         net.client_mounter(),
         net.scratch_dir("bench-node").unwrap(),
     );
@@ -114,16 +115,15 @@ async fn main() {
     let base = net.scratch_dir("bench-kubelet").unwrap();
     let staging = base.join("staging");
     let t = Instant::now();
-    driver
-        .node_stage_volume(Request::new(csi::NodeStageVolumeRequest {
-            volume_id: vol.volume_id.clone(),
-            staging_target_path: staging.display().to_string(),
-            volume_capability: Some(cap()),
-            volume_context: vol.volume_context.clone(),
-            ..Default::default()
-        }))
-        .await
-        .unwrap();
+    node.node_stage_volume(Request::new(csi::NodeStageVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        staging_target_path: staging.display().to_string(),
+        volume_capability: Some(cap()),
+        volume_context: vol.volume_context.clone(),
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
     let publish = |target: std::path::PathBuf| csi::NodePublishVolumeRequest {
         volume_id: vol.volume_id.clone(),
         staging_target_path: staging.display().to_string(),
@@ -132,16 +132,14 @@ async fn main() {
         volume_context: vol.volume_context.clone(),
         ..Default::default()
     };
-    driver
-        .node_publish_volume(Request::new(publish(base.join("pod-0"))))
+    node.node_publish_volume(Request::new(publish(base.join("pod-0"))))
         .await
         .unwrap();
     let stage_publish = t.elapsed();
     let mut republish = Vec::new();
     for i in 1..=20 {
         let t = Instant::now();
-        driver
-            .node_publish_volume(Request::new(publish(base.join(format!("pod-{i}")))))
+        node.node_publish_volume(Request::new(publish(base.join(format!("pod-{i}")))))
             .await
             .unwrap();
         republish.push(t.elapsed());

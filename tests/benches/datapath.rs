@@ -32,9 +32,9 @@ use std::time::{Duration, Instant};
 use gk_agent::proto::{
     PeerRequest, VolumeCreateRequest, VolumeSetRequest, VolumeSpec, VolumeType as AgentType,
 };
+use gk_api::crd::TuningProfile;
 use gk_gluster::{Brick, VolumeLayout};
 use gk_mount::MountSource;
-use gk_operator::crd::TuningProfile;
 use gk_testenv::agents::AgentSet;
 use gk_testenv::gluster_net::GlusterNet;
 use serde_json::{json, Value};

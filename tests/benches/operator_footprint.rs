@@ -20,8 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use gk_operator::controller::{self, Config, INSTANCE_LABEL};
-use gk_operator::crd::{GlusterCluster, GlusterVolume};
+use gk_api::crd::{GlusterCluster, GlusterVolume};
+use gk_api::names::INSTANCE_LABEL;
+use gk_operator::context::Config;
 use gk_operator::metrics::Metrics;
 use gk_testenv::k8s::ControlPlane;
 use k8s_openapi::api::core::v1::PersistentVolume;
@@ -85,7 +86,7 @@ fn run_operator(metrics_file: PathBuf) {
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
         });
-        controller::run(client, config, metrics, std::future::pending()).await;
+        gk_operator::run(client, config, metrics, std::future::pending()).await;
     });
 }
 

@@ -1,6 +1,6 @@
 //! The throughput cost of gluster's TLS, measured side by side in one run: two replica-3
 //! volumes on the same three glusterd nodes (management TLS on for both), one with I/O TLS
-//! and the operator's access options (`gk_operator::security`), one without, FUSE-mounted
+//! and the operator's access options (`gk_operator::tls::access`), one without, FUSE-mounted
 //! from one client namespace. Each repetition writes a file sequentially (1 MiB writes, then
 //! fsync) and reads it back through a fresh mount (so no page cache), alternating which volume
 //! goes first.
@@ -15,8 +15,8 @@ use std::time::{Instant, SystemTime};
 
 use gk_gluster::VolumeLayout;
 use gk_mount as mount;
-use gk_operator::pki::{Ca, Usage};
-use gk_operator::security::{volume_options, Access, CSI_CLIENT_IDENTITY};
+use gk_operator::tls::access::{volume_options, Access, CSI_CLIENT_IDENTITY};
+use gk_operator::tls::pki::{Ca, Usage};
 use gk_testenv::gluster_net::{Client, GlusterNet, TlsFiles};
 
 const CHUNK: usize = 1 << 20;
@@ -87,7 +87,7 @@ async fn main() {
 
     let now = SystemTime::now();
     let ca = Ca::generate("gk-bench-ca", now).unwrap();
-    let tls = |leaf: gk_operator::pki::CertKey| TlsFiles {
+    let tls = |leaf: gk_operator::tls::pki::CertKey| TlsFiles {
         cert_pem: leaf.cert_pem,
         key_pem: leaf.key_pem,
         ca_pem: ca.pem().cert_pem.clone(),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use gk_operator::crd::{GlusterCluster, GlusterClusterSpec, NodeStorage, StorageNode};
+use gk_api::crd::{GlusterCluster, GlusterClusterSpec, NodeStorage, StorageNode};
 use gk_testenv::k8s::ControlPlane;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
@@ -27,7 +27,7 @@ fn readyz_answers_ok() {
 async fn crd_is_applied_and_an_object_reads_back_through_kube_rs() {
     let cp = ControlPlane::ensure().unwrap();
     let client = cp.client().await.unwrap();
-    ControlPlane::install_crds(&client, &gk_operator::crd::all())
+    ControlPlane::install_crds(&client, &gk_api::crd::all())
         .await
         .unwrap();
 

@@ -1,7 +1,7 @@
 //! Every bad GlusterCluster and GlusterVolume below is refused by the real apiserver at
 //! admission, by the generated schema and its CEL rules, with a message naming the field.
 
-use gk_operator::crd::{GlusterCluster, GlusterVolume};
+use gk_api::crd::{GlusterCluster, GlusterVolume};
 use gk_testenv::k8s::ControlPlane;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
@@ -376,7 +376,7 @@ fn object(kind: &str, name: &str, spec: Value) -> DynamicObject {
 async fn bad_specs_are_refused_at_admission_naming_the_field() {
     let cp = ControlPlane::ensure().unwrap();
     let client = cp.client().await.unwrap();
-    ControlPlane::install_crds(&client, &gk_operator::crd::all())
+    ControlPlane::install_crds(&client, &gk_api::crd::all())
         .await
         .unwrap();
     ControlPlane::ensure_namespace(&client, NS).await.unwrap();

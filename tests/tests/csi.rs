@@ -12,8 +12,11 @@ use csi::controller_client::ControllerClient;
 use csi::node_client::NodeClient;
 use csi_proto::v1 as csi;
 use gk_csi::backend::{Pool, StaticPools};
-use gk_csi::driver::Driver;
+use gk_csi::controller::ControllerService;
+use gk_csi::identity::IdentityService;
+use gk_csi::node::NodeService;
 use gk_csi::params::ObjectKey;
+use gk_csi::server::Services;
 use gk_testenv::agents::AgentSet;
 use gk_testenv::gluster_net::GlusterNet;
 use hyper_util::rt::TokioIo;
@@ -61,24 +64,28 @@ async fn start() -> Env {
 impl Env {
     /// Starts the plugin on the socket (stopping a running one first), with the same node
     /// directory every time, as a restarted plugin container would find it.
-    async fn start_plugin(&self) -> Arc<Driver<StaticPools>> {
+    async fn start_plugin(&self) -> Arc<NodeService> {
         if let Some(stop) = self.stop.lock().unwrap().take() {
             let _ = stop.send(());
         }
         let listener = gk_csi::server::bind(&self.socket).unwrap();
-        let driver = Arc::new(Driver::new(
+        let driver = Arc::new(NodeService::new(
             "node-1".into(),
-            Some(self.pools.clone()),
             self.net.client_mounter(),
             self.net.scratch_dir("csi-node").unwrap(),
         ));
+        // Controller and node in one process, as csi-sanity expects of one socket.
+        let services = Services {
+            identity: IdentityService::new(true, driver.ready.clone()),
+            controller: Some(Arc::new(ControllerService::new(self.pools.clone()))),
+            node: Some(driver.clone()),
+        };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let d = driver.clone();
         tokio::spawn(async move {
             let stop = async {
                 let _ = rx.await;
             };
-            gk_csi::server::serve(d, listener, true, stop)
+            gk_csi::server::serve(listener, services, stop)
                 .await
                 .unwrap();
         });

@@ -544,10 +544,8 @@ fn network_policies_admit_only_gluster_traffic_into_brick_pods() {
         .map(|p| p["metadata"]["namespace"].as_str().unwrap())
         .collect();
     assert_eq!(namespaces, ["storage", "more"]);
-    let (label, value) = gk_operator::cluster::BRICK_POD_SELECTOR
-        .split_once('=')
-        .unwrap();
-    let agent_port = json!(gk_operator::agents::AGENT_PORT);
+    let (label, value) = gk_api::names::BRICK_POD_SELECTOR.split_once('=').unwrap();
+    let agent_port = json!(gk_api::agents::AGENT_PORT);
     for p in policies {
         let spec = &p["spec"];
         assert_eq!(spec["podSelector"]["matchLabels"][label], value, "{p}");
@@ -705,7 +703,7 @@ fn node_plugin_pod_is_what_a_kubelet_needs() {
         .into_iter()
         .find(|o| o["kind"] == "CSIDriver")
         .unwrap();
-    assert_eq!(driver["metadata"]["name"], gk_csi::driver::DRIVER_NAME);
+    assert_eq!(driver["metadata"]["name"], gk_csi::DRIVER_NAME);
     assert_eq!(driver["spec"]["attachRequired"], false);
     assert_eq!(driver["spec"]["podInfoOnMount"], false);
     assert_eq!(driver["spec"]["fsGroupPolicy"], "File");
@@ -916,7 +914,7 @@ fn in_namespace(text: &str, from: &str, to: &str) -> String {
 async fn manifests_pass_server_side_validation() {
     let cp = control_plane();
     let client = cp.client().await.unwrap();
-    ControlPlane::install_crds(&client, &gk_operator::crd::all())
+    ControlPlane::install_crds(&client, &gk_api::crd::all())
         .await
         .unwrap();
     let ns = unique("gk-deploy-dry");
@@ -1080,13 +1078,14 @@ fn made(log: &CallLog, method: &str, path_part: &str) -> bool {
 /// release's service accounts: every API call they make on the way must be allowed.
 async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release: &str) {
     let full = fullname(release);
-    use gk_operator::controller::{Config, Context, MANAGER};
-    use gk_operator::crd::{GlusterCluster, GlusterVolume};
+    use gk_api::crd::{GlusterCluster, GlusterVolume};
+    use gk_api::names::OPERATOR as MANAGER;
+    use gk_operator::context::{Config, Context};
     use kube::api::{Api, ListParams, PostParams};
     use kube::runtime::events::{Recorder, Reporter};
 
     let admin = cp.client().await.unwrap();
-    ControlPlane::install_crds(&admin, &gk_operator::crd::all())
+    ControlPlane::install_crds(&admin, &gk_api::crd::all())
         .await
         .unwrap();
     let ns = unique("gk-deploy-rbac");
@@ -1128,8 +1127,8 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
     // operator of another release on this shared apiserver may touch the same objects
     // meanwhile (its finalizer patch makes ours fail its test), so each reconcile starts
     // from a fresh read. The first pass only adds the finalizers; the next ones do the work.
-    // What the operator's own loop does at start (controller::run), clusters or not.
-    let csi = gk_operator::gluster_tls::ensure_csi_client(&op, release_ns).await;
+    // What the operator's own loop does at start (gk_operator::run), clusters or not.
+    let csi = gk_operator::tls::gluster::ensure_csi_client(&op, release_ns).await;
     eprintln!("CSI node plugins' certificate as the operator: {csi:?}");
     for _ in 0..3 {
         let gc = clusters.get("gluster").await.unwrap();
@@ -1219,10 +1218,10 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
         .get("gluster")
         .await
         .expect("the CSI controller reads GlusterClusters");
-    let creds = gk_operator::cluster::read_credentials(&csi, &gc)
+    let creds = gk_api::agents::read_credentials(&csi, &gc)
         .await
         .expect("the CSI controller reads the operator's certificate");
-    let (up, down) = gk_operator::cluster::agents_with(&csi, 24050, &gc, &creds)
+    let (up, down) = gk_api::agents::discover(&csi, 24050, &gc, &creds)
         .await
         .expect("the CSI controller lists brick pods");
     assert!(up.is_empty() && down.len() == 1, "no agent runs here");
@@ -1332,7 +1331,7 @@ async fn helm_install_upgrade_uninstall() {
     // uninstall leaves theirs alone.
     let owner = |cp: &ControlPlane| {
         cp.kubectl(&[
-            "get", "csidriver", gk_csi::driver::DRIVER_NAME, "-o",
+            "get", "csidriver", gk_csi::DRIVER_NAME, "-o",
             "jsonpath={.metadata.annotations.meta\\.helm\\.sh/release-namespace}/{.metadata.annotations.meta\\.helm\\.sh/release-name}",
         ])
         .ok()
@@ -1358,10 +1357,7 @@ async fn helm_install_upgrade_uninstall() {
         format!("clusterrolebinding.rbac.authorization.k8s.io/{full}-operator"),
     ];
     if foreign.is_none() {
-        wanted.push(format!(
-            "csidriver.storage.k8s.io/{}",
-            gk_csi::driver::DRIVER_NAME
-        ));
+        wanted.push(format!("csidriver.storage.k8s.io/{}", gk_csi::DRIVER_NAME));
         assert_eq!(owner(&cp), Some(format!("{ns}/{release}")));
     }
     for want in wanted {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use csi_proto::v1 as csi;
-use gk_operator::controller::{self, Config};
+use gk_operator::context::Config;
 use gk_operator::crd::{GlusterCluster, GlusterVolume};
 use gk_operator::metrics::Metrics;
 use gk_testenv::gluster_net::{GlusterNet, TlsFiles};
@@ -42,7 +42,7 @@ fn start_operator(client: &kube::Client, ns: &str, metrics: Arc<Metrics>) -> Joi
     };
     let client = client.clone();
     tokio::spawn(
-        async move { controller::run(client, config, metrics, std::future::pending()).await },
+        async move { gk_operator::run(client, config, metrics, std::future::pending()).await },
     )
 }
 
@@ -70,7 +70,7 @@ async fn volume_ready(api: &Api<GlusterVolume>, name: &str) -> GlusterVolume {
 fn volume(name: &str, spec: serde_json::Value) -> GlusterVolume {
     serde_json::from_value(json!({
         "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
-        "metadata": {"name": name, "labels": {gk_operator::controller::INSTANCE_LABEL: instance()}},
+        "metadata": {"name": name, "labels": {gk_api::names::INSTANCE_LABEL: instance()}},
         "spec": spec,
     }))
     .unwrap()
@@ -92,7 +92,7 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
     let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), &ns);
     let gc: GlusterCluster = serde_json::from_value(json!({
         "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterCluster",
-        "metadata": {"name": "pool", "labels": {gk_operator::controller::INSTANCE_LABEL: instance()}},
+        "metadata": {"name": "pool", "labels": {gk_api::names::INSTANCE_LABEL: instance()}},
         "spec": {"nodes": [
             {"name": "storage-1", "storage": {"directory": "/srv/glusterkube"}},
             {"name": "storage-2", "storage": {"directory": "/srv/glusterkube"}},
@@ -374,12 +374,7 @@ async fn csi_through_the_kubernetes_api(client: &kube::Client, ns: &str, net: &G
         client: client.clone(),
         agent_port: gk_testenv::kubelet::AGENT_PORT,
     };
-    let driver = gk_csi::driver::Driver::new(
-        "node-1".into(),
-        Some(pools),
-        net.client_mounter(),
-        net.scratch_dir("csi-op").unwrap(),
-    );
+    let driver = gk_csi::controller::ControllerService::new(pools);
     let cap = csi::VolumeCapability {
         access_type: Some(csi::volume_capability::AccessType::Mount(Default::default())),
         access_mode: Some(csi::volume_capability::AccessMode {
@@ -527,8 +522,8 @@ fn secret_files(s: &k8s_openapi::api::core::v1::Secret) -> TlsFiles {
 /// reads and writes it; clients without that certificate are refused.
 async fn tls_node_checks(client: &kube::Client, ns: &str, net: &GlusterNet, vol: &csi::Volume) {
     use csi::node_server::Node;
-    use gk_operator::gluster_tls::{CA_SECRET, CSI_CLIENT_SECRET};
-    use gk_operator::pki::{Ca, CertKey, Usage};
+    use gk_operator::tls::gluster::{CA_SECRET, CSI_CLIENT_SECRET};
+    use gk_operator::tls::pki::{Ca, CertKey, Usage};
     use tonic::Request;
 
     // The operator set who may mount: the cluster's own certificate and the CSI plugins'.
@@ -550,14 +545,16 @@ async fn tls_node_checks(client: &kube::Client, ns: &str, net: &GlusterNet, vol:
         ("on".into(), "on".into())
     );
     assert_eq!(opt("auth.ssl-allow"), format!("gk-csi-node,gk-node-{uid}"));
-    assert_eq!(opt("ssl.cipher-list"), gk_operator::security::CIPHER_LIST);
+    assert_eq!(
+        opt("ssl.cipher-list"),
+        gk_operator::tls::access::CIPHER_LIST
+    );
 
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
     let csi_files = secret_files(&secrets.get(CSI_CLIENT_SECRET).await.unwrap());
     let csi_node = net.add_client(150, Some(&csi_files), false).unwrap();
-    let mut node = gk_csi::driver::Driver::<gk_csi::backend::StaticPools>::new(
+    let mut node = gk_csi::node::NodeService::new(
         "node-1".into(),
-        None,
         csi_node.mounter(),
         net.scratch_dir("csi-tls-node").unwrap(),
     );
@@ -616,7 +613,7 @@ async fn tls_node_checks(client: &kube::Client, ns: &str, net: &GlusterNet, vol:
     let rogue_ca = Ca::generate("rogue", now).unwrap();
     let rogue = rogue_ca
         .issue(
-            gk_operator::security::CSI_CLIENT_IDENTITY,
+            gk_operator::tls::access::CSI_CLIENT_IDENTITY,
             &[],
             Usage::Client,
             now,

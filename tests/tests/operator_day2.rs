@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gk_api::crd::{GlusterCluster, GlusterVolume, MigrationPhase, ResizeOperation};
 use gk_mount::{self as mount, MountSource};
-use gk_operator::controller::{self, Config};
-use gk_operator::crd::{GlusterCluster, GlusterVolume, MigrationPhase, ResizeOperation};
+use gk_operator::context::Config;
 use gk_operator::metrics::Metrics;
 use gk_testenv::gluster_net::GlusterNet;
 use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
@@ -200,7 +200,7 @@ async fn day_two_operations_on_real_gluster() {
     // An operator of its own: another one on this shared apiserver (a deployed one, say)
     // leaves objects of this instance alone.
     let instance = format!("day2-{}", std::process::id());
-    let labels = json!({gk_operator::controller::INSTANCE_LABEL: instance});
+    let labels = json!({gk_api::names::INSTANCE_LABEL: instance});
     let config = Config {
         instance: Some(instance.clone()),
         brick_image: "glusterkube/brick:test".into(),
@@ -213,7 +213,7 @@ async fn day_two_operations_on_real_gluster() {
         let client = client.clone();
         let metrics = Arc::new(Metrics::default());
         tokio::spawn(async move {
-            controller::run(client, config, metrics, std::future::pending()).await
+            gk_operator::run(client, config, metrics, std::future::pending()).await
         })
     };
 

@@ -25,7 +25,7 @@ pub struct OperatorEnv {
 pub async fn operator_env(prefix: &str, nodes: usize) -> OperatorEnv {
     let cp = ControlPlane::ensure().unwrap();
     let client = cp.client().await.unwrap();
-    ControlPlane::install_crds(&client, &gk_operator::crd::all())
+    ControlPlane::install_crds(&client, &gk_api::crd::all())
         .await
         .unwrap();
     let stamp = std::time::SystemTime::now()
@@ -56,7 +56,7 @@ const PREFIXES: [&str; 3] = ["gk-op", "gk-d2", "gk-footprint"];
 /// process is gone. Their GlusterVolumes' agents no longer answer, and cluster-wide calls
 /// (the CSI driver's ListVolumes) would trip over them; their finalizers could never finish.
 async fn remove_stale_namespaces(client: &kube::Client) {
-    use gk_operator::crd::{GlusterCluster, GlusterVolume};
+    use gk_api::crd::{GlusterCluster, GlusterVolume};
     use k8s_openapi::api::core::v1::{Namespace, PersistentVolume};
     use kube::api::{Api, DeleteParams, Patch, PatchParams};
     use kube::ResourceExt;

@@ -1,5 +1,5 @@
-//! Wiring: the GlusterCluster and GlusterVolume controllers, their shared context, and the
-//! error policy.
+//! Wiring: the GlusterCluster and GlusterVolume controllers, the loop that keeps the CSI node
+//! plugins' certificate, the PersistentVolume count, and the error policy.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,69 +13,12 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 
-use crate::crd::{GlusterCluster, GlusterVolume};
+use gk_api::crd::{GlusterCluster, GlusterVolume};
+use gk_api::names::{BRICK_POD_SELECTOR, MANAGED_BY_SELECTOR, OPERATOR};
+
+use crate::context::{Config, Context};
 use crate::metrics::Metrics;
 use crate::Error;
-
-pub const MANAGER: &str = "glusterkube-operator";
-
-/// Label that assigns a GlusterCluster or GlusterVolume to one operator instance. An operator
-/// started with an instance name reconciles only objects carrying it; one started without
-/// reconciles only objects without the label. Two operators sharing an apiserver (a test next
-/// to a deployed one, or a canary) then never fight over the same objects.
-pub const INSTANCE_LABEL: &str = "glusterkube.dev/operator-instance";
-
-/// Settings of one operator process.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// The brick image for clusters that do not name one.
-    pub brick_image: String,
-    /// The agents' gRPC port.
-    pub agent_port: u16,
-    /// How often healthy objects are re-checked (brick and heal state).
-    pub refresh: Duration,
-    /// The CSI driver name whose PersistentVolumes keep a volume from being deleted.
-    pub csi_driver: String,
-    /// How long a restarted brick pod may take to serve again, with every brick online and
-    /// nothing left to heal, before the rollout stops with a Degraded condition.
-    pub rollout_timeout: Duration,
-    /// This operator's instance name (see [`INSTANCE_LABEL`]).
-    pub instance: Option<String>,
-    /// The operator's own namespace: the gluster CA and the CSI node plugins' certificate
-    /// live there (see `gluster_tls`).
-    pub namespace: String,
-}
-
-impl Config {
-    /// The label selector of the objects this operator reconciles.
-    pub fn selector(&self) -> String {
-        match &self.instance {
-            Some(i) => format!("{INSTANCE_LABEL}={i}"),
-            None => format!("!{INSTANCE_LABEL}"),
-        }
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            brick_image: format!("glusterkube/brick:{}", env!("CARGO_PKG_VERSION")),
-            agent_port: crate::agents::AGENT_PORT,
-            refresh: Duration::from_secs(30),
-            csi_driver: "gluster.glusterkube.dev".into(),
-            rollout_timeout: Duration::from_secs(900),
-            instance: None,
-            namespace: "glusterkube".into(),
-        }
-    }
-}
-
-pub struct Context {
-    pub client: Client,
-    pub recorder: Recorder,
-    pub config: Config,
-    pub metrics: Arc<Metrics>,
-}
 
 /// Runs both controllers until `shutdown` resolves.
 pub async fn run(
@@ -85,7 +28,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let ctx = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), Reporter::from(MANAGER)),
+        recorder: Recorder::new(client.clone(), Reporter::from(OPERATOR)),
         client: client.clone(),
         config,
         metrics,
@@ -94,7 +37,7 @@ pub async fn run(
     let (c, ns) = (client.clone(), ctx.config.namespace.clone());
     let csi_tls = tokio::spawn(async move {
         loop {
-            let wait = match crate::gluster_tls::ensure_csi_client(&c, &ns).await {
+            let wait = match crate::tls::gluster::ensure_csi_client(&c, &ns).await {
                 Ok(()) => Duration::from_secs(3600),
                 Err(e) => {
                     tracing::warn!(error = %e, namespace = %ns, "issuing the CSI node plugins' gluster certificate; retrying");
@@ -122,11 +65,11 @@ pub async fn run(
         )
         .owns(
             Api::<Secret>::all(client.clone()),
-            watcher::Config::default().labels(crate::cluster::MANAGED_BY_SELECTOR),
+            watcher::Config::default().labels(MANAGED_BY_SELECTOR),
         )
         .watches(
             Api::<Pod>::all(client.clone()),
-            watcher::Config::default().labels(crate::cluster::BRICK_POD_SELECTOR),
+            watcher::Config::default().labels(BRICK_POD_SELECTOR),
             crate::cluster::pod_to_cluster,
         )
         .graceful_shutdown_on(shutdown.clone())
@@ -146,7 +89,7 @@ pub async fn run(
         // next refresh: a short outage would otherwise never show in status.
         .watches(
             Api::<Pod>::all(client.clone()),
-            watcher::Config::default().labels(crate::cluster::BRICK_POD_SELECTOR),
+            watcher::Config::default().labels(BRICK_POD_SELECTOR),
             move |pod| crate::volume::pod_to_volumes(&known_volumes.state(), &pod),
         )
         .graceful_shutdown_on(shutdown)
@@ -187,7 +130,7 @@ async fn count_persistent_volumes(
                 return;
             }
             let pvs = reader.state();
-            let counts = crate::volume::persistent_volumes_per_volume(
+            let counts = crate::volume::users::per_volume(
                 pvs.iter().map(|p| p.as_ref()),
                 &ctx.config.csi_driver,
             );
@@ -206,31 +149,10 @@ fn error_policy<K>(_: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.error(error.label());
     match error {
         Error::Spec(_) => Action::await_change(),
-        Error::NotReady(_) | Error::DeletionBlocked(_) => Action::requeue(Duration::from_secs(5)),
+        e if e.is_wait() => Action::requeue(Duration::from_secs(5)),
         _ => {
             tracing::warn!(%error, "reconcile failed; retrying");
             Action::requeue(Duration::from_secs(10))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn instances_select_disjoint_objects() {
-        assert_eq!(
-            Config::default().selector(),
-            "!glusterkube.dev/operator-instance"
-        );
-        let canary = Config {
-            instance: Some("canary".into()),
-            ..Config::default()
-        };
-        assert_eq!(
-            canary.selector(),
-            "glusterkube.dev/operator-instance=canary"
-        );
     }
 }

@@ -2,10 +2,10 @@
 //! charts/glusterkube/crds/crds.yaml (helm), or only to the path given.
 
 fn main() -> anyhow::Result<()> {
-    let yaml = gk_operator::crd::yaml()?;
+    let yaml = gk_api::crd::yaml()?;
     let paths: Vec<String> = match std::env::args().nth(1) {
         Some(path) => vec![path],
-        None => gk_operator::crd::COMMITTED_PATHS
+        None => gk_api::crd::COMMITTED_PATHS
             .iter()
             .map(|p| format!("{}/../{p}", env!("CARGO_MANIFEST_DIR")))
             .collect(),

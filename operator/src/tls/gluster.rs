@@ -15,10 +15,14 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
 
-use crate::controller::{Context, MANAGER};
-use crate::crd::GlusterCluster;
-use crate::pki::{self, Ca, CertKey, Usage};
-use crate::security::{cluster_identity, CSI_CLIENT_IDENTITY};
+use gk_api::agents::secret_text as data;
+use gk_api::crd::GlusterCluster;
+use gk_api::names::OPERATOR as MANAGER;
+
+use super::access::{cluster_identity, CSI_CLIENT_IDENTITY};
+use super::pki::{self, Ca, CertKey, Usage};
+use crate::apply::owned_meta;
+use crate::context::Context;
 use crate::Error;
 
 /// The CA, in the operator's namespace.
@@ -29,18 +33,6 @@ pub const CSI_CLIENT_SECRET: &str = "glusterkube-csi-gluster-tls";
 /// Where Debian's gluster reads glusterfs.pem, .key and .ca: OpenSSL's directory, which is
 /// /usr/lib/ssl there, not the /etc/ssl gluster's documentation names.
 pub const SSL_DIR: &str = "/usr/lib/ssl";
-
-/// A cluster's gluster certificate, in its namespace.
-pub fn cluster_secret(cluster: &str) -> String {
-    format!("{cluster}-gluster-tls")
-}
-
-fn data(s: &Secret, key: &str) -> Option<String> {
-    s.data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .and_then(|b| String::from_utf8(b.0.clone()).ok())
-}
 
 fn bytes(map: &[(&str, &str)]) -> BTreeMap<String, ByteString> {
     map.iter()
@@ -131,7 +123,7 @@ async fn ensure_leaf(
 const IDENTITY_ANNOTATION: &str = "glusterkube.dev/common-name";
 
 /// The CSI node plugins' client certificate (kept current by a loop of the operator's own,
-/// clusters or not; see `controller::run`).
+/// clusters or not; see `run`).
 pub async fn ensure_csi_client(client: &kube::Client, namespace: &str) -> Result<(), Error> {
     let ca = ca(client, namespace).await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
@@ -152,11 +144,7 @@ pub async fn ensure_csi_client(client: &kube::Client, namespace: &str) -> Result
 }
 
 /// The cluster's gluster certificate, when its TLS is on.
-pub async fn ensure(
-    ctx: &Context,
-    gc: &GlusterCluster,
-    metadata: serde_json::Value,
-) -> Result<(), Error> {
+pub async fn ensure(ctx: &Context, gc: &GlusterCluster) -> Result<(), Error> {
     if !gc.spec.tls.enabled {
         return Ok(());
     }
@@ -164,10 +152,11 @@ pub async fn ensure(
     let secrets: Api<Secret> =
         Api::namespaced(ctx.client.clone(), &gc.namespace().unwrap_or_default());
     let uid = gc.uid().unwrap_or_default();
+    let name = gk_api::names::gluster_tls_secret(&gc.name_any());
     ensure_leaf(
         &secrets,
-        &cluster_secret(&gc.name_any()),
-        metadata,
+        &name,
+        owned_meta(gc, &name),
         &ca,
         &cluster_identity(&uid),
         Usage::Peer,

@@ -1,0 +1,96 @@
+//! Sizes: Kubernetes quantities in bytes, bytes for people, and the rounding status uses.
+
+/// A size that is not a Kubernetes quantity.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {value:?} is not a size such as 100Gi, 500M or 1073741824")]
+pub struct QuantityError {
+    pub field: String,
+    pub value: String,
+}
+
+/// Bytes in a Kubernetes quantity such as `100Gi`, `1.5T` or `1073741824`; `field` names
+/// where it came from in the error.
+pub fn quantity_bytes(field: &str, q: &str) -> Result<u64, QuantityError> {
+    let bad = || QuantityError {
+        field: field.to_string(),
+        value: q.to_string(),
+    };
+    let split = q.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
+    let unit: f64 = match suffix {
+        "" => 1.0,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        _ => return Err(bad()),
+    };
+    let n: f64 = number
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)
+        .ok_or_else(bad)?;
+    let bytes = (n * unit).ceil();
+    if bytes >= u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes as u64)
+}
+
+/// Bytes in binary units with one decimal, for example "1.5Ti".
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["", "Ki", "Mi", "Gi", "Ti", "Pi"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b}")
+    } else {
+        format!("{v:.1}{}", UNITS[u])
+    }
+}
+
+/// Bytes rounded down to whole MiB: status shows capacity at this grain, so that ordinary
+/// churn on the disks does not rewrite status on every refresh.
+pub fn round_mib(b: u64) -> u64 {
+    b / (1 << 20) * (1 << 20)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_in_bytes() {
+        assert_eq!(quantity_bytes("f", "1Gi").unwrap(), 1 << 30);
+        assert_eq!(quantity_bytes("f", "1.5Ki").unwrap(), 1536);
+        assert_eq!(quantity_bytes("f", "2G").unwrap(), 2_000_000_000);
+        assert_eq!(quantity_bytes("f", "1073741824").unwrap(), 1 << 30);
+        for bad in ["", "Gi", "1Qi", "-1Gi", "1e9", "99999999999Ei"] {
+            assert_eq!(
+                quantity_bytes("spec.size", bad).unwrap_err().field,
+                "spec.size",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn people_read_binary_units() {
+        assert_eq!(human_bytes(512), "512");
+        assert_eq!(human_bytes(3 << 20), "3.0Mi");
+        assert_eq!(human_bytes(3 << 39), "1.5Ti");
+        assert_eq!(round_mib((5 << 20) + 12345), 5 << 20);
+    }
+}

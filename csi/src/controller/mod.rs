@@ -1,0 +1,179 @@
+//! The CSI Controller service: volumes on pools, found through a [`PoolResolver`]. Each RPC
+//! that does something has a file of its own; this one wires them to the gRPC trait and
+//! answers the RPCs the driver does not offer.
+
+mod capacity;
+mod create;
+mod delete;
+mod expand;
+mod list;
+mod validate;
+
+use csi::controller_service_capability::rpc::Type as CtrlCap;
+use csi_proto::v1 as csi;
+use tonic::{Request, Response, Status};
+
+use crate::backend::PoolResolver;
+use crate::locks::OpLocks;
+
+type Reply<T> = Result<Response<T>, Status>;
+
+pub struct ControllerService<P> {
+    pools: P,
+    locks: OpLocks,
+}
+
+impl<P: PoolResolver> ControllerService<P> {
+    pub fn new(pools: P) -> Self {
+        Self {
+            pools,
+            locks: OpLocks::default(),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl<P: PoolResolver> csi::controller_server::Controller for ControllerService<P> {
+    async fn create_volume(
+        &self,
+        req: Request<csi::CreateVolumeRequest>,
+    ) -> Reply<csi::CreateVolumeResponse> {
+        self.create(req).await
+    }
+
+    async fn delete_volume(
+        &self,
+        req: Request<csi::DeleteVolumeRequest>,
+    ) -> Reply<csi::DeleteVolumeResponse> {
+        self.delete(req).await
+    }
+
+    async fn validate_volume_capabilities(
+        &self,
+        req: Request<csi::ValidateVolumeCapabilitiesRequest>,
+    ) -> Reply<csi::ValidateVolumeCapabilitiesResponse> {
+        self.validate(req).await
+    }
+
+    async fn list_volumes(
+        &self,
+        req: Request<csi::ListVolumesRequest>,
+    ) -> Reply<csi::ListVolumesResponse> {
+        self.list(req).await
+    }
+
+    async fn get_capacity(
+        &self,
+        req: Request<csi::GetCapacityRequest>,
+    ) -> Reply<csi::GetCapacityResponse> {
+        self.capacity(req).await
+    }
+
+    async fn controller_expand_volume(
+        &self,
+        req: Request<csi::ControllerExpandVolumeRequest>,
+    ) -> Reply<csi::ControllerExpandVolumeResponse> {
+        self.expand(req).await
+    }
+
+    async fn controller_publish_volume(
+        &self,
+        _: Request<csi::ControllerPublishVolumeRequest>,
+    ) -> Reply<csi::ControllerPublishVolumeResponse> {
+        Err(Status::unimplemented(
+            "no attach step: gluster volumes are mounted by the node plugin",
+        ))
+    }
+
+    async fn controller_unpublish_volume(
+        &self,
+        _: Request<csi::ControllerUnpublishVolumeRequest>,
+    ) -> Reply<csi::ControllerUnpublishVolumeResponse> {
+        Err(Status::unimplemented(
+            "no attach step: gluster volumes are mounted by the node plugin",
+        ))
+    }
+
+    async fn controller_list_volume_health(
+        &self,
+        _: Request<csi::ControllerListVolumeHealthRequest>,
+    ) -> Reply<csi::ControllerListVolumeHealthResponse> {
+        Err(Status::unimplemented(
+            "volume health is reported by the node plugin",
+        ))
+    }
+
+    async fn controller_get_volume_health(
+        &self,
+        _: Request<csi::ControllerGetVolumeHealthRequest>,
+    ) -> Reply<csi::ControllerGetVolumeHealthResponse> {
+        Err(Status::unimplemented(
+            "volume health is reported by the node plugin",
+        ))
+    }
+
+    async fn controller_get_capabilities(
+        &self,
+        _: Request<csi::ControllerGetCapabilitiesRequest>,
+    ) -> Reply<csi::ControllerGetCapabilitiesResponse> {
+        let caps = [
+            CtrlCap::CreateDeleteVolume,
+            CtrlCap::ListVolumes,
+            CtrlCap::GetCapacity,
+            CtrlCap::ExpandVolume,
+            CtrlCap::SingleNodeMultiWriter,
+        ]
+        .into_iter()
+        .map(|t| csi::ControllerServiceCapability {
+            r#type: Some(csi::controller_service_capability::Type::Rpc(
+                csi::controller_service_capability::Rpc { r#type: t as i32 },
+            )),
+        })
+        .collect();
+        Ok(Response::new(csi::ControllerGetCapabilitiesResponse {
+            capabilities: caps,
+        }))
+    }
+
+    async fn create_snapshot(
+        &self,
+        _: Request<csi::CreateSnapshotRequest>,
+    ) -> Reply<csi::CreateSnapshotResponse> {
+        Err(Status::unimplemented("snapshots are not supported"))
+    }
+
+    async fn delete_snapshot(
+        &self,
+        _: Request<csi::DeleteSnapshotRequest>,
+    ) -> Reply<csi::DeleteSnapshotResponse> {
+        Err(Status::unimplemented("snapshots are not supported"))
+    }
+
+    async fn list_snapshots(
+        &self,
+        _: Request<csi::ListSnapshotsRequest>,
+    ) -> Reply<csi::ListSnapshotsResponse> {
+        Err(Status::unimplemented("snapshots are not supported"))
+    }
+
+    async fn get_snapshot(
+        &self,
+        _: Request<csi::GetSnapshotRequest>,
+    ) -> Reply<csi::GetSnapshotResponse> {
+        Err(Status::unimplemented("snapshots are not supported"))
+    }
+
+    async fn controller_get_volume(
+        &self,
+        _: Request<csi::ControllerGetVolumeRequest>,
+    ) -> Reply<csi::ControllerGetVolumeResponse> {
+        Err(Status::unimplemented("GetVolume is not offered"))
+    }
+
+    async fn controller_modify_volume(
+        &self,
+        _: Request<csi::ControllerModifyVolumeRequest>,
+    ) -> Reply<csi::ControllerModifyVolumeResponse> {
+        Err(Status::unimplemented("ModifyVolume is not offered"))
+    }
+}

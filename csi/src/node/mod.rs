@@ -1,0 +1,206 @@
+//! The CSI Node service: FUSE mounts staged once per node and bind-mounted into each pod,
+//! what the kubelet asks of them, and their repair. Each stage has a file of its own; this
+//! one holds the service's state and wires the stages to the gRPC trait.
+
+mod publish;
+mod repair;
+mod stage;
+mod stats;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use csi::node_service_capability::rpc::Type as NodeCap;
+use csi_proto::v1 as csi;
+use tonic::{Request, Response, Status};
+
+pub use repair::Repair;
+pub use stats::health;
+
+use crate::locks::OpLocks;
+use crate::mount::{self, MountSource, Mounter};
+use crate::state::{StagedVolume, StateDir};
+use crate::TOPOLOGY_KEY;
+
+type Reply<T> = Result<Response<T>, Status>;
+
+pub struct NodeService {
+    node_id: String,
+    mounter: Mounter,
+    /// The node plugin's directory on the node: `logs/` (one gluster client log per volume)
+    /// and `volumes/` (what is staged and published, read back after a restart).
+    dir: PathBuf,
+    /// Probe's answer (shared with the Identity service): false until the mounts a previous
+    /// plugin left have been checked.
+    pub ready: Arc<AtomicBool>,
+    /// Where the FUSE clients read the plugin's gluster certificate (OpenSSL's directory),
+    /// as seen by this process; None when the clients cannot read it (they run on the host).
+    pub tls_dir: Option<PathBuf>,
+    locks: OpLocks,
+    state: StateDir,
+}
+
+impl NodeService {
+    pub fn new(node_id: String, mounter: Mounter, dir: PathBuf) -> Self {
+        Self {
+            node_id,
+            mounter,
+            state: StateDir::new(dir.join("volumes")),
+            dir,
+            ready: Arc::new(AtomicBool::new(true)),
+            tls_dir: Some(PathBuf::from("/usr/lib/ssl")),
+            locks: OpLocks::default(),
+        }
+    }
+
+    /// Mounts with gluster's TLS when the volume's cluster has it: the client presents the
+    /// plugin's certificate from OpenSSL's directory (the chart mounts it there).
+    async fn mount_volume(
+        &self,
+        source: &MountSource,
+        target: &Path,
+        log: &Path,
+        flags: &[String],
+        tls: bool,
+    ) -> Result<(), mount::MountError> {
+        if !tls {
+            return self.mounter.mount(source, target, log, flags).await;
+        }
+        let Some(dir) = &self.tls_dir else {
+            return Err(mount::MountError::Invalid {
+                field: "volume_context.tls",
+                reason: "the volume's cluster uses TLS, and this node plugin runs its gluster \
+                         clients on the host (--mount-on-host), which has no client \
+                         certificate; run the plugin without --mount-on-host"
+                    .into(),
+            });
+        };
+        if !dir.join("glusterfs.pem").exists() {
+            return Err(mount::MountError::Invalid {
+                field: "volume_context.tls",
+                reason: format!(
+                    "the volume's cluster uses TLS but this node plugin has no client \
+                     certificate in {}; the operator issues it into Secret \
+                     glusterkube-csi-gluster-tls, which the chart mounts there",
+                    dir.display()
+                ),
+            });
+        }
+        self.mounter.mount_secure(source, target, log, flags).await
+    }
+
+    fn log_file(&self, volume_id: &str) -> PathBuf {
+        self.dir
+            .join("logs")
+            .join(format!("{}.log", volume_id.replace('/', "_")))
+    }
+
+    fn save(&self, v: &StagedVolume) -> Result<(), Status> {
+        self.state.save(v).map_err(|e| {
+            Status::internal(format!(
+                "recording {} in {}: {e}",
+                v.volume_id,
+                self.dir.display()
+            ))
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl csi::node_server::Node for NodeService {
+    async fn node_stage_volume(
+        &self,
+        req: Request<csi::NodeStageVolumeRequest>,
+    ) -> Reply<csi::NodeStageVolumeResponse> {
+        self.stage(req).await
+    }
+
+    async fn node_unstage_volume(
+        &self,
+        req: Request<csi::NodeUnstageVolumeRequest>,
+    ) -> Reply<csi::NodeUnstageVolumeResponse> {
+        self.unstage(req).await
+    }
+
+    async fn node_publish_volume(
+        &self,
+        req: Request<csi::NodePublishVolumeRequest>,
+    ) -> Reply<csi::NodePublishVolumeResponse> {
+        self.publish(req).await
+    }
+
+    async fn node_unpublish_volume(
+        &self,
+        req: Request<csi::NodeUnpublishVolumeRequest>,
+    ) -> Reply<csi::NodeUnpublishVolumeResponse> {
+        self.unpublish(req).await
+    }
+
+    async fn node_get_volume_stats(
+        &self,
+        req: Request<csi::NodeGetVolumeStatsRequest>,
+    ) -> Reply<csi::NodeGetVolumeStatsResponse> {
+        self.stats(req).await
+    }
+
+    async fn node_get_volume_health(
+        &self,
+        req: Request<csi::NodeGetVolumeHealthRequest>,
+    ) -> Reply<csi::NodeGetVolumeHealthResponse> {
+        self.volume_health(req).await
+    }
+
+    async fn node_expand_volume(
+        &self,
+        req: Request<csi::NodeExpandVolumeRequest>,
+    ) -> Reply<csi::NodeExpandVolumeResponse> {
+        self.expand(req).await
+    }
+
+    async fn node_get_storage_health(
+        &self,
+        _: Request<csi::NodeGetStorageHealthRequest>,
+    ) -> Reply<csi::NodeGetStorageHealthResponse> {
+        Err(Status::unimplemented(
+            "storage health is reported per volume",
+        ))
+    }
+
+    async fn node_get_capabilities(
+        &self,
+        _: Request<csi::NodeGetCapabilitiesRequest>,
+    ) -> Reply<csi::NodeGetCapabilitiesResponse> {
+        let caps = [
+            NodeCap::StageUnstageVolume,
+            NodeCap::GetVolumeStats,
+            NodeCap::ExpandVolume,
+            NodeCap::SingleNodeMultiWriter,
+            NodeCap::GetVolumeHealth,
+        ]
+        .into_iter()
+        .map(|t| csi::NodeServiceCapability {
+            r#type: Some(csi::node_service_capability::Type::Rpc(
+                csi::node_service_capability::Rpc { r#type: t as i32 },
+            )),
+        })
+        .collect();
+        Ok(Response::new(csi::NodeGetCapabilitiesResponse {
+            capabilities: caps,
+        }))
+    }
+
+    async fn node_get_info(
+        &self,
+        _: Request<csi::NodeGetInfoRequest>,
+    ) -> Reply<csi::NodeGetInfoResponse> {
+        Ok(Response::new(csi::NodeGetInfoResponse {
+            node_id: self.node_id.clone(),
+            max_volumes_per_node: 0,
+            accessible_topology: Some(csi::Topology {
+                segments: HashMap::from([(TOPOLOGY_KEY.to_string(), self.node_id.clone())]),
+            }),
+        }))
+    }
+}

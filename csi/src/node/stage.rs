@@ -1,0 +1,79 @@
+//! NodeStageVolume and NodeUnstageVolume: one FUSE mount of the volume per node, recorded
+//! before it is made so a restarted plugin knows it as its own.
+
+use csi_proto::v1 as csi;
+use tonic::{Request, Response, Status};
+
+use super::{NodeService, Reply};
+use crate::mount;
+use crate::request::{context_tls, invalid, mount_err, mount_flags, mount_source, path_arg};
+use crate::state::StagedVolume;
+
+impl NodeService {
+    pub(super) async fn stage(
+        &self,
+        req: Request<csi::NodeStageVolumeRequest>,
+    ) -> Reply<csi::NodeStageVolumeResponse> {
+        let req = req.into_inner();
+        if req.volume_id.is_empty() {
+            return Err(invalid("volume_id", "is required"));
+        }
+        let staging = path_arg("staging_target_path", &req.staging_target_path)?;
+        let flags = mount_flags(req.volume_capability.as_ref())?;
+        let source = mount_source(&req.volume_context)?;
+        let tls = context_tls(&req.volume_context)?;
+        let _guard = self.locks.try_lock(&req.volume_id)?;
+        let record = StagedVolume {
+            volume_id: req.volume_id.clone(),
+            staging: staging.clone(),
+            servers: source.servers.clone(),
+            volume: source.volume.clone(),
+            subdir: source.subdir.clone(),
+            flags: flags.clone(),
+            tls,
+            targets: self
+                .state
+                .load(&req.volume_id)
+                .ok()
+                .flatten()
+                .map(|v| v.targets)
+                .unwrap_or_default(),
+        };
+        if mount::is_mounted(&staging).map_err(mount_err)? {
+            self.save(&record)?;
+            return Ok(Response::new(csi::NodeStageVolumeResponse {}));
+        }
+        std::fs::create_dir_all(&staging)
+            .map_err(|e| Status::internal(format!("creating {}: {e}", staging.display())))?;
+        let log = self.log_file(&req.volume_id);
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Status::internal(format!("creating {}: {e}", dir.display())))?;
+        }
+        tracing::info!(volume_id = %req.volume_id, staging = %staging.display(), "NodeStageVolume");
+        // Recorded first: a plugin that dies mid-mount still knows the mount is its own.
+        self.save(&record)?;
+        self.mount_volume(&source, &staging, &log, &flags, tls)
+            .await
+            .map_err(mount_err)?;
+        Ok(Response::new(csi::NodeStageVolumeResponse {}))
+    }
+
+    pub(super) async fn unstage(
+        &self,
+        req: Request<csi::NodeUnstageVolumeRequest>,
+    ) -> Reply<csi::NodeUnstageVolumeResponse> {
+        let req = req.into_inner();
+        if req.volume_id.is_empty() {
+            return Err(invalid("volume_id", "is required"));
+        }
+        let staging = path_arg("staging_target_path", &req.staging_target_path)?;
+        let _guard = self.locks.try_lock(&req.volume_id)?;
+        tracing::info!(volume_id = %req.volume_id, "NodeUnstageVolume");
+        mount::unmount(&staging).map_err(mount_err)?;
+        self.state
+            .remove(&req.volume_id)
+            .map_err(|e| Status::internal(format!("forgetting {}: {e}", req.volume_id)))?;
+        Ok(Response::new(csi::NodeUnstageVolumeResponse {}))
+    }
+}

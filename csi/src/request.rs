@@ -1,0 +1,227 @@
+//! Checking what a CSI request carries before anything acts on it: every field from outside
+//! is validated here, and a refusal names the field.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use csi::volume_capability::access_mode::Mode;
+use csi_proto::v1 as csi;
+use tonic::Status;
+
+use crate::mount::{self, MountSource};
+use crate::params::ObjectKey;
+
+/// The size of a volume whose request names none.
+pub const DEFAULT_SIZE: u64 = 1 << 30;
+
+pub fn invalid(field: &str, reason: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(format!("invalid {field}: {reason}"))
+}
+
+pub fn param_status(e: crate::params::ParamError) -> Status {
+    Status::invalid_argument(e.to_string())
+}
+
+/// Access modes this driver serves: any, since a gluster volume is a shared filesystem.
+pub fn check_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Status> {
+    if caps.is_empty() {
+        return Err(invalid("volume_capabilities", "at least one is required"));
+    }
+    for (i, c) in caps.iter().enumerate() {
+        match &c.access_type {
+            Some(csi::volume_capability::AccessType::Mount(_)) => {}
+            Some(csi::volume_capability::AccessType::Block(_)) => {
+                return Err(invalid(
+                    &format!("volume_capabilities[{i}]"),
+                    "block access is not supported; gluster volumes are filesystems",
+                ))
+            }
+            None => {
+                return Err(invalid(
+                    &format!("volume_capabilities[{i}].access_type"),
+                    "is required",
+                ))
+            }
+        }
+        let mode = c.access_mode.as_ref().map(|m| m.mode).unwrap_or(0);
+        match Mode::try_from(mode) {
+            Ok(Mode::Unknown) | Err(_) => {
+                return Err(invalid(
+                    &format!("volume_capabilities[{i}].access_mode"),
+                    "is required",
+                ))
+            }
+            Ok(_) => {}
+        }
+    }
+    Ok(())
+}
+
+pub fn required_bytes(range: Option<&csi::CapacityRange>) -> Result<u64, Status> {
+    let Some(r) = range else {
+        return Ok(DEFAULT_SIZE);
+    };
+    if r.required_bytes < 0 || r.limit_bytes < 0 {
+        return Err(invalid("capacity_range", "sizes cannot be negative"));
+    }
+    let (req, lim) = (r.required_bytes as u64, r.limit_bytes as u64);
+    if lim != 0 && req > lim {
+        return Err(Status::out_of_range(format!(
+            "required_bytes {req} is above limit_bytes {lim}"
+        )));
+    }
+    Ok(match (req, lim) {
+        (0, 0) => DEFAULT_SIZE,
+        (0, lim) => lim.min(DEFAULT_SIZE),
+        (req, _) => req,
+    })
+}
+
+pub fn volume_context(
+    pool: &ObjectKey,
+    volume: &str,
+    servers: &[String],
+    dir: &str,
+    tls: bool,
+) -> HashMap<String, String> {
+    HashMap::from([
+        ("pool".to_string(), pool.to_string()),
+        ("glusterVolume".to_string(), volume.to_string()),
+        ("servers".to_string(), servers.join(",")),
+        ("subdir".to_string(), dir.to_string()),
+        ("tls".to_string(), tls.to_string()),
+    ])
+}
+
+/// Whether the volume context asks for gluster's TLS; volumes made before TLS existed have no
+/// such key and mount without it.
+pub fn context_tls(ctx: &HashMap<String, String>) -> Result<bool, Status> {
+    match ctx.get("tls").map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(invalid(
+            "volume_context.tls",
+            format!("{other:?} must be true or false"),
+        )),
+    }
+}
+
+pub fn mount_source(ctx: &HashMap<String, String>) -> Result<MountSource, Status> {
+    let get = |k: &str| {
+        ctx.get(k)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| invalid(&format!("volume_context.{k}"), "is required"))
+    };
+    Ok(MountSource {
+        servers: get("servers")?.split(',').map(str::to_string).collect(),
+        volume: get("glusterVolume")?.clone(),
+        subdir: ctx.get("subdir").filter(|s| !s.is_empty()).cloned(),
+    })
+}
+
+pub fn mount_flags(cap: Option<&csi::VolumeCapability>) -> Result<Vec<String>, Status> {
+    let cap = cap.ok_or_else(|| invalid("volume_capability", "is required"))?;
+    check_capabilities(std::slice::from_ref(cap))?;
+    Ok(match &cap.access_type {
+        Some(csi::volume_capability::AccessType::Mount(m)) => m.mount_flags.clone(),
+        _ => Vec::new(),
+    })
+}
+
+/// A path from a CSI request: absolute, without NUL and without `.` or `..` components, so a
+/// request cannot aim a mount or an unmount outside the directory it names.
+pub fn path_arg(field: &str, p: &str) -> Result<PathBuf, Status> {
+    let path = PathBuf::from(p);
+    let reason = if p.is_empty() || !path.is_absolute() {
+        "must be an absolute path"
+    } else if p.contains('\0') {
+        "must not contain a NUL byte"
+    } else if p.split('/').any(|w| w == "." || w == "..") {
+        "must not contain . or .. components"
+    } else {
+        return Ok(path);
+    };
+    Err(invalid(field, format!("{p:?} {reason}")))
+}
+
+pub fn mount_err(e: mount::MountError) -> Status {
+    match e {
+        mount::MountError::Invalid { .. } => Status::invalid_argument(e.to_string()),
+        other => Status::internal(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[test]
+        fn request_paths_found_by_the_property_are_refused() {
+            // Accepted before path_arg checked NUL and `..` (the first was proptest's minimal
+            // failing input).
+            for p in ["//\0", "/var/lib/kubelet/../../etc", "/a/./b"] {
+                let e = path_arg("target_path", p).unwrap_err();
+                assert!(e.message().contains("target_path"), "{p:?}: {e:?}");
+            }
+            assert!(path_arg("target_path", "/var/lib/kubelet/pods/x/volumes/y").is_ok());
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4096))]
+
+            /// A staging or target path from a CSI request is used only if it is absolute,
+            /// has no `.` or `..` component and no NUL: a caller cannot point a mount at
+            /// `/var/lib/kubelet/../../etc`.
+            #[test]
+            fn request_paths_cannot_traverse(
+                p in "(/|\\.\\.|\\.|[a-z]{1,5}|\\x00|//){0,12}|.{0,40}"
+            ) {
+                if let Ok(path) = path_arg("target_path", &p) {
+                    prop_assert!(path.is_absolute());
+                    prop_assert!(!p.contains('\0'));
+                    prop_assert!(path.components().all(|c| matches!(
+                        c,
+                        std::path::Component::RootDir | std::path::Component::Normal(_)
+                    )), "{p:?}");
+                    prop_assert!(!p.split('/').any(|w| w == ".."), "{p:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(required_bytes(None).unwrap(), DEFAULT_SIZE);
+        let r = |req, lim| {
+            required_bytes(Some(&csi::CapacityRange {
+                required_bytes: req,
+                limit_bytes: lim,
+            }))
+        };
+        assert_eq!(r(5, 0).unwrap(), 5);
+        assert_eq!(r(0, 1 << 20).unwrap(), 1 << 20);
+        assert_eq!(r(10, 5).unwrap_err().code(), tonic::Code::OutOfRange);
+        assert_eq!(r(-1, 0).unwrap_err().code(), tonic::Code::InvalidArgument);
+    }
+
+    #[test]
+    fn capabilities() {
+        let cap = |access, mode: Mode| csi::VolumeCapability {
+            access_type: access,
+            access_mode: Some(csi::volume_capability::AccessMode { mode: mode as i32 }),
+        };
+        let mount = Some(csi::volume_capability::AccessType::Mount(Default::default()));
+        let block = Some(csi::volume_capability::AccessType::Block(Default::default()));
+        check_capabilities(&[cap(mount.clone(), Mode::MultiNodeMultiWriter)]).unwrap();
+        assert!(check_capabilities(&[cap(block, Mode::SingleNodeWriter)])
+            .unwrap_err()
+            .message()
+            .contains("block"));
+        assert!(check_capabilities(&[cap(mount, Mode::Unknown)]).is_err());
+        assert!(check_capabilities(&[]).is_err());
+    }
+}

@@ -1,0 +1,84 @@
+//! What every reconcile shares: the API client, the event recorder, the settings of this
+//! operator process and its metrics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gk_api::names::INSTANCE_LABEL;
+use kube::runtime::events::Recorder;
+use kube::Client;
+
+use crate::metrics::Metrics;
+
+/// Settings of one operator process.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The brick image for clusters that do not name one.
+    pub brick_image: String,
+    /// The agents' gRPC port.
+    pub agent_port: u16,
+    /// How often healthy objects are re-checked (brick and heal state).
+    pub refresh: Duration,
+    /// The CSI driver name whose PersistentVolumes keep a volume from being deleted.
+    pub csi_driver: String,
+    /// How long a restarted brick pod may take to serve again, with every brick online and
+    /// nothing left to heal, before the rollout stops with a Degraded condition.
+    pub rollout_timeout: Duration,
+    /// This operator's instance name (see [`INSTANCE_LABEL`]).
+    pub instance: Option<String>,
+    /// The operator's own namespace: the gluster CA and the CSI node plugins' certificate
+    /// live there (see `tls::gluster`).
+    pub namespace: String,
+}
+
+impl Config {
+    /// The label selector of the objects this operator reconciles.
+    pub fn selector(&self) -> String {
+        match &self.instance {
+            Some(i) => format!("{INSTANCE_LABEL}={i}"),
+            None => format!("!{INSTANCE_LABEL}"),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            brick_image: format!("glusterkube/brick:{}", env!("CARGO_PKG_VERSION")),
+            agent_port: gk_api::agents::AGENT_PORT,
+            refresh: Duration::from_secs(30),
+            csi_driver: "gluster.glusterkube.dev".into(),
+            rollout_timeout: Duration::from_secs(900),
+            instance: None,
+            namespace: "glusterkube".into(),
+        }
+    }
+}
+
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub config: Config,
+    pub metrics: Arc<Metrics>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instances_select_disjoint_objects() {
+        assert_eq!(
+            Config::default().selector(),
+            "!glusterkube.dev/operator-instance"
+        );
+        let canary = Config {
+            instance: Some("canary".into()),
+            ..Config::default()
+        };
+        assert_eq!(
+            canary.selector(),
+            "glusterkube.dev/operator-instance=canary"
+        );
+    }
+}

@@ -1,0 +1,92 @@
+//! Creating the gluster volume of a GlusterVolume, once: bricks planned on the nodes whose
+//! agents answer, access control set before the bricks first start, then started.
+
+use gk_agent::proto::{VolumeCreateRequest, VolumeSpec as AgentSpec, VolumeType as AgentType};
+use gk_api::agents::NodeAgent;
+use gk_api::crd::{GlusterVolume, VolumeType};
+use gk_gluster::VolumeLayout;
+
+use super::record::set_status;
+use super::status;
+use crate::context::Context;
+use crate::plan::{self, NodeSlot};
+use crate::Error;
+
+fn agent_type(t: VolumeType) -> AgentType {
+    match t {
+        VolumeType::Distribute => AgentType::Distribute,
+        VolumeType::Replicate => AgentType::Replicate,
+        VolumeType::Arbiter => AgentType::Arbiter,
+        VolumeType::Disperse => AgentType::Disperse,
+    }
+}
+
+/// Creates and starts gluster volume `name` through the first agent. A spec that cannot be
+/// placed is InvalidSpec; a create gluster refuses is reported and retried.
+pub async fn run(
+    ctx: &Context,
+    gv: &GlusterVolume,
+    name: &str,
+    agents: &mut [NodeAgent],
+    access: &[(String, String)],
+) -> Result<(), Error> {
+    let keep = gv.status.clone().unwrap_or_default();
+    let slots: Vec<NodeSlot> = agents.iter().map(NodeSlot::from).collect();
+    let planned = match plan::bricks(&gv.spec, name, &slots) {
+        Ok(b) => b,
+        Err(e) => {
+            let mut d = status::invalid_spec(e.to_string());
+            d.push(crate::conditions::Desired::new(
+                "Degraded",
+                false,
+                "NotCreated",
+                "",
+            ));
+            set_status(ctx, gv, keep, &d).await?;
+            return Err(e.into());
+        }
+    };
+    let (replica, data, redundancy) = match plan::layout(&gv.spec)? {
+        VolumeLayout::Replicate { replica } => (replica, 0, 0),
+        VolumeLayout::Disperse { data, redundancy } => (0, data, redundancy),
+        _ => (0, 0, 0),
+    };
+    tracing::info!(volume = %name, bricks = planned.len(), "creating gluster volume");
+    set_status(
+        ctx,
+        gv,
+        keep.clone(),
+        &status::waiting("Creating", format!("creating gluster volume {name}")),
+    )
+    .await?;
+    let spec = AgentSpec {
+        name: name.to_string(),
+        r#type: agent_type(gv.spec.volume_type) as i32,
+        replica,
+        disperse_data: data,
+        disperse_redundancy: redundancy,
+        bricks: planned.iter().map(|b| b.to_string()).collect(),
+        options: access.iter().cloned().collect(),
+        force: false,
+    };
+    let anchor = &mut agents[0];
+    if let Err(s) = anchor
+        .client
+        .volume_create(VolumeCreateRequest {
+            spec: Some(spec),
+            start: true,
+        })
+        .await
+    {
+        let e = Error::agent(&anchor.node, s);
+        set_status(
+            ctx,
+            gv,
+            keep,
+            &status::waiting("CreateFailed", e.to_string()),
+        )
+        .await?;
+        return Err(e);
+    }
+    Ok(())
+}

@@ -1,0 +1,65 @@
+//! What day-two steps carry from one reconcile to the next: the resize under way and the
+//! bricks that left the volume, recorded in status before gluster is asked to act.
+
+use gk_agent::proto::RebalanceStatusResponse;
+use gk_api::crd::{GlusterVolume, ResizeStatus};
+use gk_gluster::Brick;
+use kube::api::{Api, Patch, PatchParams};
+use kube::ResourceExt;
+use serde_json::json;
+use tonic::Code;
+
+use crate::context::Context;
+use crate::Error;
+
+/// What the day-two step leaves for status.
+#[derive(Debug, Default)]
+pub struct Day2 {
+    pub resize: Option<ResizeStatus>,
+    pub retired: Vec<String>,
+    /// A replacement or resize that cannot go on, and why (reason, message).
+    pub blocked: Option<(&'static str, String)>,
+}
+
+/// Gluster answers a status query for a migration that never ran with an error ("Rebalance
+/// not started for volume v.", "remove-brick not started ..."): that is the status "not
+/// started", not a failure.
+pub fn not_started(
+    answer: Result<tonic::Response<RebalanceStatusResponse>, tonic::Status>,
+    node: &str,
+) -> Result<RebalanceStatusResponse, Error> {
+    match answer {
+        Ok(r) => Ok(r.into_inner()),
+        Err(s) if s.code() == Code::FailedPrecondition && s.message().contains("not started") => {
+            Ok(RebalanceStatusResponse {
+                status: "not started".into(),
+                nodes: Vec::new(),
+            })
+        }
+        Err(s) => Err(Error::agent(node, s)),
+    }
+}
+
+pub fn parse_bricks(list: &[String]) -> Vec<Brick> {
+    list.iter().filter_map(|b| Brick::parse(b).ok()).collect()
+}
+
+/// Records a step before gluster is asked to take it, so an operator restarted in between
+/// still knows a migration is owed (a rebalance after add-brick, say).
+pub async fn save(
+    ctx: &Context,
+    gv: &GlusterVolume,
+    resize: &ResizeStatus,
+    retired: &[String],
+) -> Result<(), Error> {
+    let api: Api<GlusterVolume> =
+        Api::namespaced(ctx.client.clone(), &gv.namespace().unwrap_or_default());
+    let patch = json!({"status": {"resize": resize, "retiredBricks": retired}});
+    api.patch_status(
+        &gv.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}

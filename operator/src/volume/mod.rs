@@ -1,0 +1,193 @@
+//! GlusterVolume: a started, tuned gluster volume on the cluster's bricks, with status that
+//! tells the truth about bricks, heal and capacity, and deletion that keeps data unless asked.
+//!
+//! One reconcile runs these stages in order, each in its own file: `create` (the gluster
+//! volume, once) → `day2` (replacements, growing and shrinking) → `options` (profile, own
+//! options, access control) → `observe` (bricks, heal, capacity; restarts dead bricks) with
+//! `status` (pure: what status says). `cleanup` runs on deletion; `users` finds the
+//! PersistentVolumes on a volume.
+
+pub mod cleanup;
+pub mod create;
+pub mod day2;
+pub mod lookup;
+pub mod observe;
+pub mod options;
+pub mod record;
+pub mod status;
+pub mod users;
+
+use std::sync::Arc;
+
+use gk_agent::proto::VolumeStartRequest;
+use gk_api::agents::{self, describe_down};
+use gk_api::crd::GlusterVolume;
+use gk_api::names::{gluster_volume_name, LABEL_CLUSTER};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::ResourceExt;
+
+use crate::context::Context;
+use crate::Error;
+use lookup::{cluster_of, info};
+use record::set_status;
+
+pub const FINALIZER: &str = "glusterkube.dev/gluster-volume";
+
+pub async fn reconcile(gv: Arc<GlusterVolume>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ctx = &*ctx;
+    crate::finalizer::reconcile(
+        gv,
+        ctx,
+        FINALIZER,
+        |gv| async move { apply(&gv, ctx).await },
+        |gv| async move { cleanup::run(&gv, ctx).await },
+    )
+    .await
+}
+
+async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
+    let ns = gv.namespace().unwrap_or_default();
+    let name = gluster_volume_name(&ns, &gv.name_any());
+    let keep = gv.status.clone().unwrap_or_default();
+    let Some(gc) = cluster_of(ctx, gv).await? else {
+        let msg = format!(
+            "GlusterCluster {} does not exist in namespace {ns}",
+            gv.spec.cluster
+        );
+        set_status(
+            ctx,
+            gv,
+            keep,
+            &status::waiting("ClusterNotFound", msg.clone()),
+        )
+        .await?;
+        return Err(Error::NotReady(msg));
+    };
+    // Read-only: certificates are issued by the cluster reconcile alone.
+    let creds = agents::read_credentials(&ctx.client, &gc).await?;
+    let (mut agents, down) =
+        agents::discover(&ctx.client, ctx.config.agent_port, &gc, &creds).await?;
+    if agents.is_empty() {
+        let msg = format!("no brick agent of cluster {} answers yet", gc.name_any());
+        set_status(
+            ctx,
+            gv,
+            keep,
+            &status::waiting("WaitingForCluster", msg.clone()),
+        )
+        .await?;
+        return Err(Error::NotReady(msg));
+    }
+
+    // Who may mount: set with the volume's creation (before its bricks first start, as
+    // server.ssl needs) and kept afterwards. A volume's own options may not loosen it.
+    let access = match options::access(gv, &gc) {
+        Ok(a) => a,
+        Err(e) => {
+            set_status(ctx, gv, keep, &status::invalid_spec(e.to_string())).await?;
+            return Err(e.into());
+        }
+    };
+
+    // Gluster is the source of truth: an existing volume is never re-planned.
+    let existing = info(&mut agents[0], &name).await?;
+    match &existing {
+        None => {
+            if !down.is_empty() {
+                let msg = format!(
+                    "waiting for every storage node to place bricks: {}",
+                    describe_down(&down)
+                );
+                set_status(
+                    ctx,
+                    gv,
+                    keep,
+                    &status::waiting("WaitingForNodes", msg.clone()),
+                )
+                .await?;
+                return Err(Error::NotReady(msg));
+            }
+            create::run(ctx, gv, &name, &mut agents, &access).await?;
+        }
+        Some(v) if v.status != "Started" => {
+            agents[0]
+                .client
+                .volume_start(VolumeStartRequest {
+                    name: name.clone(),
+                    force: false,
+                })
+                .await
+                .map_err(|s| Error::agent("volume start", s))?;
+        }
+        Some(_) => {}
+    }
+    let day2 = match &existing {
+        Some(vol) if vol.status == "Started" => {
+            day2::run(ctx, gv, &gc, &mut agents, vol, &keep).await?
+        }
+        _ => day2::Day2 {
+            resize: keep.resize.clone(),
+            retired: keep.retired_bricks.clone(),
+            blocked: None,
+        },
+    };
+    let rejected = options::apply(ctx, gv, &gc, &name, &mut agents[0], access).await?;
+    observe::run(gv, ctx, &gc, &name, &mut agents, &rejected, day2).await
+}
+
+/// The volumes of the cluster a brick pod belongs to.
+pub fn pod_to_volumes(
+    volumes: &[Arc<GlusterVolume>],
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> Vec<ObjectRef<GlusterVolume>> {
+    let (Some(cluster), Some(ns)) = (pod.labels().get(LABEL_CLUSTER), pod.namespace()) else {
+        return Vec::new();
+    };
+    volumes
+        .iter()
+        .filter(|v| &v.spec.cluster == cluster && v.namespace().as_deref() == Some(ns.as_str()))
+        .map(|v| ObjectRef::from_obj(v.as_ref()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_brick_pod_wakes_the_volumes_of_its_cluster_only() {
+        let vol = |ns: &str, name: &str, cluster: &str| -> Arc<GlusterVolume> {
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"cluster": cluster, "type": "Distribute", "size": "1Gi"},
+                }))
+                .unwrap(),
+            )
+        };
+        let volumes = [
+            vol("storage", "pool", "c1"),
+            vol("storage", "other", "c2"),
+            vol("elsewhere", "same-name-cluster", "c1"),
+            vol("storage", "scratch", "c1"),
+        ];
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c1-node-a-0", "namespace": "storage",
+                         "labels": {LABEL_CLUSTER: "c1"}},
+        }))
+        .unwrap();
+        let woken: Vec<String> = pod_to_volumes(&volumes, &pod)
+            .into_iter()
+            .map(|r| format!("{}/{}", r.namespace.unwrap(), r.name))
+            .collect();
+        assert_eq!(woken, ["storage/pool", "storage/scratch"]);
+
+        let unlabelled: k8s_openapi::api::core::v1::Pod = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "x", "namespace": "storage"}}),
+        )
+        .unwrap();
+        assert!(pod_to_volumes(&volumes, &unlabelled).is_empty());
+    }
+}

@@ -1,0 +1,547 @@
+//! A GlusterVolume's status and conditions, from what one reconcile observed of gluster.
+//! Pure: `observe` gathers [`Observed`]; this decides what status says and what to do next.
+
+use std::collections::BTreeMap;
+
+use gk_agent::proto::{HealInfoResponse, RejectedOption, Volume, VolumeStatusResponse};
+use gk_api::crd::{BrickStatus, Capacity, GlusterVolumeStatus, MigrationPhase, MountInfo};
+use gk_api::units::{human_bytes, round_mib};
+
+use super::day2::state::Day2;
+use super::day2::status as day2_status;
+use crate::conditions::Desired;
+
+/// What one reconcile read of an existing gluster volume.
+pub struct Observed<'a> {
+    /// The gluster volume name.
+    pub name: &'a str,
+    pub volume: &'a Volume,
+    pub bricks: &'a VolumeStatusResponse,
+    /// Heal counts, for volumes that heal (replicate, arbiter, disperse) when gluster answered.
+    pub heal: Option<&'a HealInfoResponse>,
+    /// Storage node of each pool address (the cluster's last known peers and the live agents).
+    pub nodes: &'a BTreeMap<String, String>,
+    /// Pool addresses whose agent answers.
+    pub live: &'a [String],
+    /// Clients mount with gluster's TLS.
+    pub tls: bool,
+    pub day2: &'a Day2,
+    /// Options gluster refused.
+    pub rejected: &'a [RejectedOption],
+}
+
+/// What the reconcile does after writing status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// A brick process died on a node whose agent answers: start it again, then heal.
+    RestartBricks,
+    /// Entries wait for self-heal: kick it and look again soon.
+    Heal,
+    /// Data is moving (rebalance or remove-brick): look again soon.
+    Migrating,
+    /// Nothing to do until the next refresh.
+    Refresh,
+}
+
+pub struct Outcome {
+    /// The status, conditions still to be merged.
+    pub status: GlusterVolumeStatus,
+    pub conditions: Vec<Desired>,
+    pub next: Next,
+}
+
+/// Capacity: per set, the smallest online brick limits; the data bricks of a set carry user
+/// data. At MiB grain, so status follows real usage without rewriting on every few bytes.
+fn capacity(vol: &Volume, st: &VolumeStatusResponse) -> (u64, u64) {
+    let layout = crate::plan::layout_of(vol);
+    let set = (layout.set_size() as usize).max(1);
+    let data = u64::from(layout.data_bricks());
+    let (mut total, mut free) = (0u64, 0u64);
+    for chunk in vol.bricks.chunks(set) {
+        let sizes: Vec<(u64, u64)> = chunk
+            .iter()
+            .filter_map(|b| st.bricks.iter().find(|s| &s.brick == b && s.online))
+            .map(|s| (s.size_total_bytes, s.size_free_bytes))
+            .collect();
+        total += round_mib(sizes.iter().map(|s| s.0).min().unwrap_or(0)) * data;
+        free += round_mib(sizes.iter().map(|s| s.1).min().unwrap_or(0)) * data;
+    }
+    (total, free)
+}
+
+/// Volfile servers: every brick host once, in brick order.
+fn mount_info(name: &str, vol: &Volume, tls: bool) -> Option<MountInfo> {
+    let mut hosts: Vec<String> = Vec::new();
+    for h in vol.bricks.iter().filter_map(|b| b.split_once(':')) {
+        if !hosts.iter().any(|x| x == h.0) {
+            hosts.push(h.0.to_string());
+        }
+    }
+    hosts.split_first().map(|(first, rest)| MountInfo {
+        volume: name.to_string(),
+        volfile_server: first.clone(),
+        backup_volfile_servers: rest.to_vec(),
+        tls,
+    })
+}
+
+pub fn compute(o: &Observed) -> Outcome {
+    let (name, vol, st) = (o.name, o.volume, o.bricks);
+    let bricks: Vec<BrickStatus> = vol
+        .bricks
+        .iter()
+        .map(|b| {
+            let (host, path) = b.split_once(':').unwrap_or((b.as_str(), ""));
+            let h = o.heal.and_then(|h| h.bricks.iter().find(|x| &x.brick == b));
+            BrickStatus {
+                node: o.nodes.get(host).cloned().unwrap_or_default(),
+                host: host.to_string(),
+                path: path.to_string(),
+                online: st.bricks.iter().any(|s| &s.brick == b && s.online),
+                heal_pending: h.map(|h| h.pending as i64),
+                split_brain: h.map(|h| h.split_brain as i64),
+            }
+        })
+        .collect();
+    let online = bricks.iter().filter(|b| b.online).count();
+    let total = bricks.len();
+    let pending = o.heal.map(|h| h.pending_total as i64);
+    let split = o.heal.map(|h| h.split_brain_total as i64);
+    let waiting_heal = pending.unwrap_or(0);
+
+    let (progress, day2_degraded) = day2_status::conditions(o.day2);
+    let degraded: Option<(&str, String)> = if online < total {
+        Some((
+            "BricksOffline",
+            format!(
+                "{online} of {total} bricks online; offline: {}",
+                bricks
+                    .iter()
+                    .filter(|b| !b.online)
+                    .map(|b| format!("{}:{}", b.host, b.path))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))
+    } else if split.unwrap_or(0) > 0 {
+        Some((
+            "SplitBrain",
+            format!(
+                "{} entries in split-brain; resolve with `gluster volume heal {name} split-brain`",
+                split.unwrap_or(0)
+            ),
+        ))
+    } else if let Some((reason, msg)) = day2_degraded {
+        Some((reason, msg))
+    } else if waiting_heal > 0 {
+        Some((
+            "HealPending",
+            format!("{waiting_heal} entries waiting for self-heal"),
+        ))
+    } else {
+        None
+    };
+    // A volume serves while a majority of its bricks is online (gluster's quorum).
+    let ready = vol.status == "Started"
+        && online > 0
+        && degraded
+            .as_ref()
+            .is_none_or(|(r, _)| *r != "BricksOffline" || online * 2 > total);
+    let mut conditions = vec![if ready {
+        Desired::new(
+            "Ready",
+            true,
+            "Started",
+            format!("volume {name} is started with {online}/{total} bricks online"),
+        )
+    } else {
+        Desired::new(
+            "Ready",
+            false,
+            "NotServing",
+            format!(
+                "volume {name}: {} with {online}/{total} bricks online",
+                vol.status
+            ),
+        )
+    }];
+    conditions.push(match degraded {
+        Some((reason, msg)) => Desired::new("Degraded", true, reason, msg),
+        None => Desired::new("Degraded", false, "Healthy", ""),
+    });
+    conditions.push(match progress {
+        Some(p) => p,
+        // Self-heal filling bricks (after a replacement or a restart) is progress too.
+        None if waiting_heal > 0 => Desired::new(
+            "Progressing",
+            true,
+            "Healing",
+            format!("{waiting_heal} entries waiting for self-heal"),
+        ),
+        None => Desired::new("Progressing", false, "Stable", ""),
+    });
+    conditions.push(if o.rejected.is_empty() {
+        Desired::new("OptionsApplied", true, "Applied", "")
+    } else {
+        Desired::new(
+            "OptionsApplied",
+            false,
+            "OptionsRejected",
+            o.rejected
+                .iter()
+                .map(|r| format!("{}={}: {}", r.key, r.value, r.reason))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    });
+
+    let (total_bytes, free_bytes) = capacity(vol, st);
+    let status = GlusterVolumeStatus {
+        volume_id: Some(vol.id.clone()),
+        bricks_summary: Some(format!("{online}/{total}")),
+        heal_pending: pending,
+        split_brain: split,
+        capacity: Some(Capacity {
+            total_bytes: total_bytes as i64,
+            used_bytes: total_bytes.saturating_sub(free_bytes) as i64,
+            free_bytes: free_bytes as i64,
+            total: human_bytes(total_bytes),
+        }),
+        mount: mount_info(name, vol, o.tls),
+        retired_bricks: o.day2.retired.clone(),
+        resize: o.day2.resize.clone(),
+        bricks,
+        ..Default::default()
+    };
+    let dead_on_live_nodes = status
+        .bricks
+        .iter()
+        .any(|b| !b.online && o.live.contains(&b.host));
+    let migrating = status.resize.as_ref().is_some_and(|r| {
+        matches!(
+            r.phase,
+            MigrationPhase::Pending | MigrationPhase::InProgress
+        )
+    });
+    let next = if dead_on_live_nodes {
+        Next::RestartBricks
+    } else if waiting_heal > 0 {
+        Next::Heal
+    } else if migrating {
+        Next::Migrating
+    } else {
+        Next::Refresh
+    };
+    Outcome {
+        status,
+        conditions,
+        next,
+    }
+}
+
+/// Conditions while the volume waits for something before it can be created.
+pub fn waiting(reason: &str, message: String) -> Vec<Desired> {
+    vec![
+        Desired::new("Ready", false, reason, message.clone()),
+        Desired::new("Progressing", true, reason, message),
+        Desired::new("Degraded", false, "NotCreated", ""),
+    ]
+}
+
+/// Conditions of a spec the operator cannot act on: nothing progresses until it changes.
+pub fn invalid_spec(message: String) -> Vec<Desired> {
+    vec![
+        Desired::new("Ready", false, "InvalidSpec", message.clone()),
+        Desired::new("Progressing", false, "InvalidSpec", message),
+    ]
+}
+
+/// Conditions of a volume whose access control gluster refused: never Ready.
+pub fn access_not_enforced(message: String) -> Vec<Desired> {
+    vec![
+        Desired::new("Ready", false, "AccessNotEnforced", message.clone()),
+        Desired::new("Degraded", true, "AccessNotEnforced", message),
+    ]
+}
+
+/// Conditions while deletion waits for the PersistentVolumes that use the volume.
+pub fn deletion_blocked(pvs: &[String]) -> (String, Vec<Desired>) {
+    let msg = format!(
+        "{} PersistentVolume(s) still use this volume: {}; delete them first",
+        pvs.len(),
+        pvs.join(", ")
+    );
+    let d = vec![
+        Desired::new("Ready", false, "DeletionBlocked", msg.clone()),
+        Desired::new("Degraded", false, "Healthy", ""),
+        Desired::new("Progressing", false, "DeletionBlocked", msg.clone()),
+    ];
+    (msg, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gk_agent::proto::{BrickHeal, BrickStatus as AgentBrick};
+    use gk_api::crd::{ResizeOperation, ResizeStatus};
+
+    fn volume(bricks: usize, replica: u32) -> Volume {
+        Volume {
+            name: "ns-v".into(),
+            id: "id-1".into(),
+            status: "Started".into(),
+            replica_count: replica,
+            bricks: (0..bricks).map(|i| format!("h{}:/b/{i}", i % 3)).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn bricks(vol: &Volume, online: &[bool]) -> VolumeStatusResponse {
+        VolumeStatusResponse {
+            bricks: vol
+                .bricks
+                .iter()
+                .zip(online)
+                .map(|(b, on)| AgentBrick {
+                    brick: b.clone(),
+                    online: *on,
+                    size_total_bytes: (10 << 30) + 99,
+                    size_free_bytes: 6 << 30,
+                    ..Default::default()
+                })
+                .collect(),
+        }
+    }
+
+    fn heal(pending: u64, split: u64) -> HealInfoResponse {
+        HealInfoResponse {
+            pending_total: pending,
+            split_brain_total: split,
+            bricks: vec![BrickHeal {
+                brick: "h0:/b/0".into(),
+                pending,
+                split_brain: split,
+                ..Default::default()
+            }],
+        }
+    }
+
+    struct Case {
+        vol: Volume,
+        st: VolumeStatusResponse,
+        heal: Option<HealInfoResponse>,
+        day2: Day2,
+        rejected: Vec<RejectedOption>,
+        live: Vec<String>,
+    }
+
+    impl Case {
+        fn new(online: &[bool]) -> Self {
+            let vol = volume(online.len(), 3);
+            let st = bricks(&vol, online);
+            Case {
+                vol,
+                st,
+                heal: Some(heal(0, 0)),
+                day2: Day2::default(),
+                rejected: vec![],
+                live: vec!["h0".into(), "h1".into(), "h2".into()],
+            }
+        }
+
+        fn run(&self) -> Outcome {
+            let nodes = BTreeMap::from([
+                ("h0".to_string(), "n0".to_string()),
+                ("h1".to_string(), "n1".to_string()),
+            ]);
+            compute(&Observed {
+                name: "ns-v",
+                volume: &self.vol,
+                bricks: &self.st,
+                heal: self.heal.as_ref(),
+                nodes: &nodes,
+                live: &self.live,
+                tls: true,
+                day2: &self.day2,
+                rejected: &self.rejected,
+            })
+        }
+    }
+
+    fn get<'a>(o: &'a Outcome, t: &str) -> &'a Desired {
+        o.conditions.iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    fn summary(o: &Outcome) -> [(bool, String); 3] {
+        ["Ready", "Degraded", "Progressing"].map(|t| (get(o, t).status, get(o, t).reason.clone()))
+    }
+
+    #[test]
+    fn a_healthy_volume_is_ready_stable_with_capacity_and_mount_servers() {
+        let o = Case::new(&[true, true, true]).run();
+        assert_eq!(
+            summary(&o),
+            [
+                (true, "Started".into()),
+                (false, "Healthy".into()),
+                (false, "Stable".into())
+            ]
+        );
+        assert_eq!(get(&o, "OptionsApplied").reason, "Applied");
+        assert_eq!(o.next, Next::Refresh);
+        let s = &o.status;
+        assert_eq!(s.bricks_summary.as_deref(), Some("3/3"));
+        assert_eq!(s.bricks[0].node, "n0");
+        assert_eq!(s.bricks[2].node, "", "an address no peer had stays unnamed");
+        // One replica set: the smallest brick, once, at MiB grain.
+        let cap = s.capacity.as_ref().unwrap();
+        assert_eq!((cap.total_bytes, cap.free_bytes), (10 << 30, 6 << 30));
+        let m = s.mount.as_ref().unwrap();
+        assert_eq!(m.volfile_server, "h0");
+        assert_eq!(m.backup_volfile_servers, ["h1", "h2"]);
+        assert!(m.tls);
+    }
+
+    #[test]
+    fn one_brick_of_three_down_is_degraded_but_serving_and_restarted() {
+        let o = Case::new(&[true, false, true]).run();
+        assert_eq!(
+            summary(&o),
+            [
+                (true, "Started".into()),
+                (true, "BricksOffline".into()),
+                (false, "Stable".into())
+            ]
+        );
+        assert!(get(&o, "Degraded").message.contains("offline: h1:/b/1"));
+        assert_eq!(o.next, Next::RestartBricks);
+    }
+
+    #[test]
+    fn a_minority_of_bricks_online_does_not_serve() {
+        let mut c = Case::new(&[true, false, false]);
+        c.live = vec!["h0".into()];
+        let o = c.run();
+        assert_eq!(
+            summary(&o)[..2],
+            [(false, "NotServing".into()), (true, "BricksOffline".into())]
+        );
+        // The dead bricks' nodes do not answer: nothing to restart there.
+        assert_eq!(o.next, Next::Refresh);
+    }
+
+    #[test]
+    fn a_stopped_volume_is_not_ready() {
+        let mut c = Case::new(&[true, true, true]);
+        c.vol.status = "Stopped".into();
+        let o = c.run();
+        assert_eq!(summary(&o)[0], (false, "NotServing".into()));
+        assert!(get(&o, "Ready").message.contains("Stopped"));
+    }
+
+    #[test]
+    fn pending_heal_is_degraded_and_progressing_then_healed() {
+        let mut c = Case::new(&[true, true, true]);
+        c.heal = Some(heal(4, 0));
+        let o = c.run();
+        assert_eq!(
+            summary(&o),
+            [
+                (true, "Started".into()),
+                (true, "HealPending".into()),
+                (true, "Healing".into())
+            ]
+        );
+        assert_eq!(o.status.heal_pending, Some(4));
+        assert_eq!(o.status.bricks[0].heal_pending, Some(4));
+        assert_eq!(o.next, Next::Heal);
+    }
+
+    #[test]
+    fn split_brain_is_degraded_with_what_to_do() {
+        let mut c = Case::new(&[true, true, true]);
+        c.heal = Some(heal(0, 2));
+        let o = c.run();
+        assert_eq!(summary(&o)[1], (true, "SplitBrain".into()));
+        assert!(get(&o, "Degraded")
+            .message
+            .contains("heal ns-v split-brain"));
+    }
+
+    #[test]
+    fn resizes_progress_and_a_failed_rebalance_is_degraded() {
+        let mut c = Case::new(&[true, true, true]);
+        let resize = |phase| ResizeStatus {
+            operation: ResizeOperation::Expand,
+            phase,
+            bricks: vec![],
+            files_moved: 2,
+            bytes_moved: 2 << 20,
+            failures: 0,
+            skipped: 0,
+            message: Some("h0: in progress".into()),
+        };
+        c.day2.resize = Some(resize(MigrationPhase::InProgress));
+        let o = c.run();
+        assert_eq!(summary(&o)[2], (true, "Expanding".into()));
+        assert_eq!(o.next, Next::Migrating);
+        c.day2.resize = Some(resize(MigrationPhase::Failed));
+        let o = c.run();
+        assert_eq!(summary(&o)[1], (true, "RebalanceFailed".into()));
+        assert_eq!(summary(&o)[2], (false, "RebalanceFailed".into()));
+        c.day2.resize = None;
+        c.day2.blocked = Some(("ReplacementBlocked", "waiting for n4".into()));
+        let o = c.run();
+        assert_eq!(summary(&o)[2], (false, "ReplacementBlocked".into()));
+        assert!(!get(&o, "Degraded").status);
+    }
+
+    #[test]
+    fn rejected_options_are_named() {
+        let mut c = Case::new(&[true, true, true]);
+        c.rejected = vec![RejectedOption {
+            key: "performance.nope".into(),
+            value: "1".into(),
+            reason: "not a valid option".into(),
+        }];
+        let o = c.run();
+        let applied = get(&o, "OptionsApplied");
+        assert!(!applied.status);
+        assert_eq!(applied.message, "performance.nope=1: not a valid option");
+    }
+
+    #[test]
+    fn disperse_capacity_counts_data_bricks_per_set() {
+        let mut c = Case::new(&[true; 6]);
+        c.vol.replica_count = 1;
+        c.vol.disperse_count = 3;
+        c.vol.redundancy_count = 1;
+        c.heal = None;
+        let o = c.run();
+        // Two sets of 2+1, each holding two bricks' worth.
+        assert_eq!(o.status.capacity.as_ref().unwrap().total, "40.0Gi");
+        assert_eq!(o.status.heal_pending, None);
+    }
+
+    #[test]
+    fn outcomes_before_a_volume_exists() {
+        let d = waiting("WaitingForNodes", "n3: brick pod not running yet".into());
+        assert_eq!(
+            d.iter()
+                .map(|c| (c.type_, c.status, c.reason.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("Ready", false, "WaitingForNodes"),
+                ("Progressing", true, "WaitingForNodes"),
+                ("Degraded", false, "NotCreated")
+            ]
+        );
+        let d = invalid_spec("spec.replica: is required".into());
+        assert!(d.iter().all(|c| !c.status && c.reason == "InvalidSpec"));
+        let d = access_not_enforced("auth.ssl-allow refused".into());
+        assert_eq!((d[1].type_, d[1].status), ("Degraded", true));
+        let (msg, d) = deletion_blocked(&["pv-1".into()]);
+        assert!(msg.starts_with("1 PersistentVolume(s) still use this volume: pv-1"));
+        assert_eq!(d[0].reason, "DeletionBlocked");
+    }
+}
