@@ -144,6 +144,22 @@ pub fn path_arg(field: &str, p: &str) -> Result<PathBuf, Status> {
     Err(invalid(field, format!("{p:?} {reason}")))
 }
 
+/// A path the kubelet asks about (a published or staged volume): required, absolute, and
+/// present on this node (NOT_FOUND otherwise, as the spec asks).
+pub fn mounted_path(field: &str, p: &str) -> Result<PathBuf, Status> {
+    if p.is_empty() {
+        return Err(invalid(field, "is required"));
+    }
+    let path = PathBuf::from(p);
+    if !path.is_absolute() || !path.exists() {
+        return Err(Status::not_found(format!(
+            "{} does not exist on this node",
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
 pub fn mount_err(e: mount::MountError) -> Status {
     match e {
         mount::MountError::Invalid { .. } => Status::invalid_argument(e.to_string()),

@@ -43,6 +43,23 @@ fn script(path: &str, args: &[&str], env: &[(&str, &str)]) {
     );
 }
 
+/// Runs a script and returns what it printed (both streams), failing when it fails.
+fn script_output(path: &str, args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(repo_root().join(path))
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .unwrap_or_else(|e| panic!("running {path}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{path} {args:?} failed: {text}");
+    text
+}
+
 struct Cluster {
     cp: ControlPlane,
 }
@@ -108,6 +125,23 @@ impl Cluster {
             "jsonpath={.status.phase}",
         ])
     }
+}
+
+/// Deletes `kind`/`name` of the demo's namespace and waits until the operator has finished
+/// with it (its finalizer is the operator's, so only the operator lets it go).
+async fn deleted_by_operator(k: &Cluster, kind: &str, name: &str) {
+    k.kubectl(&["-n", NS, "delete", kind, name, "--wait=false"]);
+    until(
+        &format!("the operator deleting {kind} {name}"),
+        Duration::from_secs(180),
+        Duration::from_secs(1),
+        || {
+            k.kubectl_ok(&["-n", NS, "get", kind, name])
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// Waits until pod `name` of the demo's namespace runs.
@@ -214,6 +248,139 @@ spec:
     )
 }
 
+/// The pool's TLS, checked from outside the operator: its options as gluster reports them,
+/// and a FUSE client in a pod of its own, refused without a certificate and let in with the
+/// CSI node plugins'.
+async fn tls_enforced(k: &Cluster) {
+    let pool = k.json(&["-n", NS, "get", "glustervolume", "pool"]);
+    assert_eq!(pool["status"]["mount"]["tls"], true, "{}", pool["status"]);
+    let volume = pool["status"]["mount"]["volume"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let uid = k.kubectl(&[
+        "-n",
+        NS,
+        "get",
+        "glustercluster",
+        "demo",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let info = k.kubectl(&[
+        "-n",
+        NS,
+        "exec",
+        "demo-gk-node-1-0",
+        "-c",
+        "brick",
+        "--",
+        "gluster",
+        "--mode=script",
+        "volume",
+        "info",
+        &volume,
+    ]);
+    let allowed = {
+        let mut names = [
+            gk_operator::tls::access::CSI_CLIENT_IDENTITY.to_string(),
+            gk_operator::tls::access::cluster_identity(&uid),
+        ];
+        names.sort();
+        names.join(",")
+    };
+    for (key, value) in [
+        ("client.ssl", "on"),
+        ("server.ssl", "on"),
+        ("ssl.cipher-list", gk_operator::tls::access::CIPHER_LIST),
+        ("auth.ssl-allow", allowed.as_str()),
+    ] {
+        assert!(
+            info.lines().any(|l| l.trim() == format!("{key}: {value}")),
+            "gluster volume info {volume} lacks {key}: {value}:\n{info}"
+        );
+    }
+    let server = format!("demo-gk-node-1-0.demo-bricks.{NS}.svc");
+    let probe = format!(
+        r#"try() {{
+  label=$1; shift
+  mkdir -p /mnt/$label
+  glusterfs "$@" --volfile-server={server} --volfile-id={volume} --log-file=/tmp/$label.log /mnt/$label || true
+  sleep 3
+  if mountpoint -q /mnt/$label && echo probe > /mnt/$label/.gk-e2e-probe-$label; then
+    rm -f /mnt/$label/.gk-e2e-probe-$label; echo "$label: wrote"
+  else
+    echo "$label: refused"; tail -n 3 /tmp/$label.log
+  fi
+  umount -l /mnt/$label 2>/dev/null || true
+}}
+try plain
+mkdir -p /usr/lib/ssl && cp /certs/glusterfs.pem /certs/glusterfs.key /certs/glusterfs.ca /usr/lib/ssl/
+try tls --secure-mgmt=yes"#
+    );
+    let script = probe.replace('\n', "\n          ");
+    k.apply(&format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: gk-e2e-tls-probe, namespace: {RELEASE_NS}}}
+spec:
+  nodeSelector: {{kubernetes.io/hostname: gk-node-1}}
+  tolerations: [{{key: glusterkube.dev/local-node, operator: Exists, effect: NoSchedule}}]
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 2
+  containers:
+    - name: probe
+      image: ghcr.io/glusterkube/brick:{version}
+      imagePullPolicy: IfNotPresent
+      securityContext: {{privileged: true}}
+      command: ["/bin/sh", "-c"]
+      args:
+        - |
+          {script}
+      volumeMounts: [{{name: certs, mountPath: /certs, readOnly: true}}]
+  volumes:
+    - {{name: certs, secret: {{secretName: glusterkube-csi-gluster-tls}}}}
+"#,
+        version = env!("CARGO_PKG_VERSION"),
+    ));
+    let phase = until(
+        "the TLS probe pod finished",
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || {
+            let p = k.kubectl(&[
+                "-n",
+                RELEASE_NS,
+                "get",
+                "pod",
+                "gk-e2e-tls-probe",
+                "-o",
+                "jsonpath={.status.phase}",
+            ]);
+            (p == "Succeeded" || p == "Failed").then_some(p)
+        },
+    )
+    .await;
+    let log = k.kubectl(&["-n", RELEASE_NS, "logs", "gk-e2e-tls-probe"]);
+    k.kubectl(&[
+        "-n",
+        RELEASE_NS,
+        "delete",
+        "pod",
+        "gk-e2e-tls-probe",
+        "--wait=false",
+    ]);
+    assert_eq!(phase, "Succeeded", "{log}");
+    assert!(
+        log.contains("plain: refused"),
+        "a client without a certificate is refused: {log}"
+    );
+    assert!(
+        log.contains("tls: wrote"),
+        "the CSI node plugins' certificate is let in: {log}"
+    );
+}
+
 #[tokio::test]
 async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     let started = Instant::now();
@@ -256,6 +423,15 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
             "{pod}'s log: {log}"
         );
     }
+
+    // 1b. Gluster's TLS on real kubelets: the pool carries the operator's access options, a
+    //     client without a certificate is refused, and the same client with the CSI node
+    //     plugins' certificate mounts and writes (so the refusal is the certificate's doing).
+    tls_enforced(&k).await;
+    eprintln!(
+        "e2e: TLS options set and enforced after {:?}",
+        started.elapsed()
+    );
 
     // 2. A brick pod deleted during writes: no I/O error in the workload, the volume Degraded
     //    then Ready again, heal pending back to 0.
@@ -708,8 +884,59 @@ spec:
         "gk-e2e-retain",
     ]);
 
-    // 6. helm uninstall (after the demo's own objects) leaves nothing running.
-    script("demo.sh", &["down"], &[]);
+    // 6. The operator deletes what it made by itself: once no pod or claim uses the pool,
+    //    deleting the GlusterVolume stops and deletes the gluster volume, and the GlusterCluster
+    //    goes once no volume lives on it. Nothing strips a finalizer here.
+    k.kubectl(&[
+        "-n",
+        NS,
+        "delete",
+        "pods",
+        "--all",
+        "--wait=true",
+        "--timeout=120s",
+    ]);
+    k.kubectl(&[
+        "-n",
+        NS,
+        "delete",
+        "pvc",
+        "--all",
+        "--wait=true",
+        "--timeout=180s",
+    ]);
+    let deleted_at = Instant::now();
+    deleted_by_operator(&k, "glustervolume", "pool").await;
+    let listed = k.kubectl(&[
+        "-n",
+        NS,
+        "exec",
+        "demo-gk-node-2-0",
+        "-c",
+        "brick",
+        "--",
+        "gluster",
+        "--mode=script",
+        "volume",
+        "list",
+    ]);
+    assert!(
+        !listed.lines().any(|l| l.trim() == "gk-demo-pool"),
+        "the gluster volume is gone with its GlusterVolume: {listed}"
+    );
+    deleted_by_operator(&k, "glustercluster", "demo").await;
+    eprintln!(
+        "e2e: the operator deleted the pool and the cluster in {:?}",
+        deleted_at.elapsed()
+    );
+
+    // 7. helm uninstall (after the demo's own objects) leaves nothing running, and had no
+    //    finalizer to strip.
+    let down = script_output("demo.sh", &["down"]);
+    assert!(
+        !down.contains("did not finish deleting"),
+        "demo.sh down had to strip finalizers: {down}"
+    );
     let pods = k.json(&["get", "pods", "-A"]);
     let left: Vec<&str> = pods["items"]
         .as_array()

@@ -7,7 +7,7 @@ use csi_proto::v1 as csi;
 use tonic::{Request, Response, Status};
 
 use super::{NodeService, Reply};
-use crate::request::invalid;
+use crate::request::{invalid, mounted_path};
 
 impl NodeService {
     pub(super) async fn stats(
@@ -18,16 +18,7 @@ impl NodeService {
         if req.volume_id.is_empty() {
             return Err(invalid("volume_id", "is required"));
         }
-        if req.volume_path.is_empty() {
-            return Err(invalid("volume_path", "is required"));
-        }
-        let path = PathBuf::from(&req.volume_path);
-        if !path.is_absolute() || !path.exists() {
-            return Err(Status::not_found(format!(
-                "{} does not exist on this node",
-                path.display()
-            )));
-        }
+        let path = mounted_path("volume_path", &req.volume_path)?;
         let st = nix::sys::statvfs::statvfs(&path)
             .map_err(|e| Status::internal(format!("statvfs {}: {e}", path.display())))?;
         let frag = st.fragment_size() as i64;
@@ -109,16 +100,7 @@ impl NodeService {
         if req.volume_id.is_empty() {
             return Err(invalid("volume_id", "is required"));
         }
-        if req.volume_path.is_empty() {
-            return Err(invalid("volume_path", "is required"));
-        }
-        let path = PathBuf::from(&req.volume_path);
-        if !path.is_absolute() || !path.exists() {
-            return Err(Status::not_found(format!(
-                "{} does not exist on this node",
-                path.display()
-            )));
-        }
+        let path = mounted_path("volume_path", &req.volume_path)?;
         let st = nix::sys::statvfs::statvfs(&path)
             .map_err(|e| Status::not_found(format!("{}: {e}", path.display())))?;
         // Quotas are enforced by the bricks; the mount already shows the new size.

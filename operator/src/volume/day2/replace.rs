@@ -13,8 +13,8 @@ use crate::context::Context;
 use crate::plan::{self, layout_of, NodeSlot};
 use crate::{events, Error};
 
-/// was replaced. The old bricks' directories are left alone (and listed as retired).
 /// Replaces every brick on a node named in spec.replacements. Returns whether any brick
+/// was replaced. The old bricks' directories are left alone (and listed as retired).
 pub async fn run(
     ctx: &Context,
     gv: &GlusterVolume,

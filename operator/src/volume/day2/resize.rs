@@ -18,8 +18,8 @@ use crate::context::Context;
 use crate::plan::{self, layout_of, Migration, NodeSlot, Resize};
 use crate::{events, safety, Error};
 
-/// shown here by its pool address.
 /// Sums over nodes and gluster's words per node; gluster calls the node it asked `localhost`,
+/// shown here by its pool address.
 fn totals(r: &RebalanceStatusResponse, local: &str) -> (i64, i64, i64, i64, String) {
     let sum =
         |f: fn(&gk_agent::proto::RebalanceNode) -> u64| r.nodes.iter().map(f).sum::<u64>() as i64;
