@@ -267,11 +267,12 @@ impl SanityReport {
             .map(|c| c.name.as_str())
     }
 
-    /// Specs by outcome; suite setup and teardown nodes are not specs.
+    /// Specs by outcome. Ginkgo names a spec "[It] ..."; suite setup and teardown nodes
+    /// ("[BeforeSuite]", "[ReportAfterSuite] ...") are not specs.
     fn counts(&self) -> SanityCounts {
         let mut c = SanityCounts::default();
         for case in &self.cases {
-            if case.name.starts_with('[') {
+            if !case.name.starts_with("[It] ") {
                 continue;
             }
             match case.status.as_str() {
