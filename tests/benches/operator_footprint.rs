@@ -177,6 +177,7 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
         ns,
         net: _net,
         kubelet: _kubelet,
+        ..
     } = support::operator_env("gk-footprint", 3).await;
     let instance = format!("footprint-{}", std::process::id());
     let (key, value) = BENCH_LABEL.split_once('=').unwrap();

@@ -13,6 +13,7 @@ pub mod deploy;
 pub mod gluster_net;
 pub mod k8s;
 pub mod kubelet;
+pub mod roles;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use gk_testenv::deploy::{self, render, run_helm};
 use gk_testenv::k8s::ControlPlane;
 use gk_testenv::repo_root;
+use gk_testenv::roles::{as_service_account, CallLog};
 use serde_json::{json, Value};
 
 /// Every YAML document of a multi-document stream (documents split at `---` lines, as
@@ -431,10 +432,13 @@ fn check_rbac(text: &str, release: &str, ns: &str) {
             "operator events {verb}"
         );
     }
-    // The operator deletes nothing itself: owned objects go by garbage collection.
+    // The operator deletes one kind of object itself: the StatefulSet of a storage node
+    // removed from a cluster (once it left the trusted pool). Everything else it owns goes by
+    // garbage collection.
     for rule in operator["rules"].as_array().unwrap() {
+        let deletes = strings(&rule["verbs"]).contains(&"delete");
         assert!(
-            !strings(&rule["verbs"]).contains(&"delete"),
+            !deletes || strings(&rule["resources"]) == ["statefulsets"],
             "operator: {rule}"
         );
     }
@@ -989,81 +993,9 @@ async fn manifests_pass_server_side_validation() {
     }
 }
 
-/// Every API request a client made: "METHOD /path" and the response status.
-type CallLog = Arc<std::sync::Mutex<Vec<(String, u16)>>>;
-
-/// Wraps a client's HTTP stack to log each request with its response status.
-struct Logged<S> {
-    inner: S,
-    log: CallLog,
-}
-
-impl<S, B> tower::Service<tonic::codegen::http::Request<kube::client::Body>> for Logged<S>
-where
-    S: tower::Service<
-        tonic::codegen::http::Request<kube::client::Body>,
-        Response = tonic::codegen::http::Response<B>,
-    >,
-    S::Future: Send + 'static,
-    S::Error: 'static,
-    B: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future =
-        std::pin::Pin<Box<dyn std::future::Future<Output = Result<S::Response, S::Error>> + Send>>;
-
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: tonic::codegen::http::Request<kube::client::Body>) -> Self::Future {
-        let what = format!("{} {}", req.method(), req.uri().path());
-        let log = self.log.clone();
-        let response = self.inner.call(req);
-        Box::pin(async move {
-            let r = response.await;
-            if let Ok(resp) = &r {
-                log.lock().unwrap().push((what, resp.status().as_u16()));
-            }
-            r
-        })
-    }
-}
-
-/// A client that acts as a service account (impersonation by the admin user), so the
-/// apiserver authorises each call against that account's RBAC; every call is logged.
-async fn as_service_account(cp: &ControlPlane, ns: &str, sa: &str) -> (kube::Client, CallLog) {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    let kc = Kubeconfig::read_from(&cp.kubeconfig).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:{sa}"));
-    config.auth_info.impersonate_groups = Some(vec![
-        "system:serviceaccounts".into(),
-        format!("system:serviceaccounts:{ns}"),
-        "system:authenticated".into(),
-    ]);
-    let log = CallLog::default();
-    let l = log.clone();
-    let client = kube::client::ClientBuilder::try_from(config)
-        .unwrap()
-        .with_layer(&tower::layer::layer_fn(move |inner| Logged {
-            inner,
-            log: l.clone(),
-        }))
-        .build();
-    (client, log)
-}
-
 /// Fails on any request the apiserver refused as forbidden.
 fn none_forbidden(who: &str, log: &CallLog) {
-    let log = log.lock().unwrap();
-    let refused: Vec<_> = log.iter().filter(|(_, status)| *status == 403).collect();
+    let refused = gk_testenv::roles::forbidden(log);
     assert!(refused.is_empty(), "{who}'s role refused: {refused:?}");
 }
 

@@ -196,6 +196,9 @@ async fn day_two_operations_on_real_gluster() {
         ns,
         net,
         kubelet,
+        roles: _roles,
+        operator: (operator_client, operator_calls),
+        ..
     } = support::operator_env("gk-d2", 4).await;
     // An operator of its own: another one on this shared apiserver (a deployed one, say)
     // leaves objects of this instance alone.
@@ -209,8 +212,10 @@ async fn day_two_operations_on_real_gluster() {
         namespace: ns.clone(),
         ..Config::default()
     };
+    // The operator runs as the chart's ServiceAccount: node retirement below deletes a
+    // StatefulSet, which the chart's role must allow.
     let operator = {
-        let client = client.clone();
+        let client = operator_client.clone();
         let metrics = Arc::new(Metrics::default());
         tokio::spawn(async move {
             gk_operator::run(client, config, metrics, std::future::pending()).await
@@ -811,6 +816,7 @@ async fn day_two_operations_on_real_gluster() {
     })
     .await;
     operator.abort();
+    support::none_forbidden("the operator", &operator_calls);
     drop(kubelet);
     let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = ns_api.delete(&ns, &DeleteParams::default()).await;

@@ -8,15 +8,26 @@ use std::time::{Duration, Instant};
 use gk_testenv::gluster_net::GlusterNet;
 use gk_testenv::k8s::ControlPlane;
 use gk_testenv::kubelet::StandInKubelet;
+use gk_testenv::roles::{CallLog, ProductRoles};
 
 /// What an operator test runs against.
 pub struct OperatorEnv {
     #[allow(dead_code)] // each test binary compiles this module; not every test runs kubectl
     pub cp: ControlPlane,
+    /// The admin: for what the test itself does (and the stand-in kubelet).
     pub client: kube::Client,
     pub ns: String,
     pub net: Arc<GlusterNet>,
     pub kubelet: StandInKubelet,
+    /// The chart's RBAC, for a release in this namespace.
+    #[allow(dead_code)]
+    pub roles: ProductRoles,
+    /// Acts as the chart's operator ServiceAccount: the operator runs with it, never as admin.
+    #[allow(dead_code)]
+    pub operator: (kube::Client, CallLog),
+    /// Acts as the chart's CSI controller ServiceAccount.
+    #[allow(dead_code)]
+    pub csi_controller: (kube::Client, CallLog),
 }
 
 /// The control plane with current CRDs, a namespace of its own named `<prefix>-<pid>-<time>`
@@ -40,12 +51,20 @@ pub async fn operator_env(prefix: &str, nodes: usize) -> OperatorEnv {
         .map(|i| (format!("storage-{}", i + 1), i))
         .collect();
     let kubelet = StandInKubelet::start(client.clone(), &ns, net.clone(), names);
+    let roles = ProductRoles::install(&client, &format!("gkt-{}", std::process::id()), &ns)
+        .await
+        .unwrap();
+    let operator = roles.operator(&cp).await;
+    let csi_controller = roles.csi_controller(&cp).await;
     OperatorEnv {
         cp,
         client,
         ns,
         net,
         kubelet,
+        roles,
+        operator,
+        csi_controller,
     }
 }
 
@@ -163,4 +182,12 @@ pub async fn refusal(
             written.err().map(|e| e.to_string()).unwrap_or_default()
         }
     }
+}
+
+/// Fails when the apiserver refused any call of `who` as forbidden: the chart's role lacks
+/// what the code needs.
+#[allow(dead_code)]
+pub fn none_forbidden(who: &str, calls: &CallLog) {
+    let refused = gk_testenv::roles::forbidden(calls);
+    assert!(refused.is_empty(), "{who}'s role refused: {refused:?}");
 }
