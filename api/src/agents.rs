@@ -126,6 +126,109 @@ pub struct NodeAgent {
 pub struct NodeDown {
     pub node: String,
     pub why: String,
+    /// The brick pod cannot run as it is (it cannot be scheduled, its image cannot be
+    /// pulled, its container keeps failing): it needs a person, not time.
+    pub stuck: bool,
+}
+
+/// Why a brick pod serves no agent, from its status: what the scheduler, the kubelet or the
+/// container said, and whether it is stuck there. None when it runs with an address.
+pub fn pod_problem(pod: &Pod) -> Option<(String, bool)> {
+    let status = pod.status.as_ref();
+    // A pod with an address was placed; a PodScheduled condition saying otherwise is stale.
+    let has_ip = status.and_then(|s| s.pod_ip.as_ref()).is_some();
+    let unscheduled = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| {
+            c.iter()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        })
+        .filter(|_| !has_ip);
+    if let Some(c) = unscheduled {
+        return Some((
+            format!(
+                "brick pod {} cannot be scheduled: {}",
+                pod.name_any(),
+                c.message
+                    .as_deref()
+                    .or(c.reason.as_deref())
+                    .unwrap_or("no reason given")
+            ),
+            true,
+        ));
+    }
+    let containers = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .chain(
+            status
+                .and_then(|s| s.init_container_statuses.as_ref())
+                .into_iter()
+                .flatten(),
+        );
+    for c in containers {
+        let waiting = c.state.as_ref().and_then(|s| s.waiting.as_ref());
+        let Some(w) = waiting else { continue };
+        let reason = w.reason.as_deref().unwrap_or("");
+        let message = w.message.as_deref().unwrap_or("");
+        let last = c
+            .last_state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .map(|t| {
+                format!(
+                    "; it last exited with code {}{}",
+                    t.exit_code,
+                    t.message
+                        .as_deref()
+                        .or(t.reason.as_deref())
+                        .map(|m| format!(" ({m})"))
+                        .unwrap_or_default()
+                )
+            })
+            .unwrap_or_default();
+        let stuck = matches!(
+            reason,
+            "ErrImagePull"
+                | "ImagePullBackOff"
+                | "InvalidImageName"
+                | "CrashLoopBackOff"
+                | "CreateContainerConfigError"
+                | "CreateContainerError"
+                | "RunContainerError"
+        );
+        if reason.is_empty() || reason == "ContainerCreating" || reason == "PodInitializing" {
+            continue;
+        }
+        let what = match reason {
+            "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName" => {
+                format!("image {} cannot be pulled", c.image)
+            }
+            "CrashLoopBackOff" => format!("container {} keeps failing", c.name),
+            _ => format!("container {} cannot start", c.name),
+        };
+        let detail = if message.is_empty() {
+            reason.to_string()
+        } else {
+            format!("{reason}: {message}")
+        };
+        return Some((
+            format!("brick pod {}: {what} ({detail}){last}", pod.name_any()),
+            stuck,
+        ));
+    }
+    if !has_ip {
+        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+        return Some((
+            format!(
+                "brick pod {} is {phase} and has no address yet",
+                pod.name_any()
+            ),
+            false,
+        ));
+    }
+    None
 }
 
 impl std::fmt::Display for NodeDown {
@@ -163,13 +266,26 @@ pub async fn discover(
             .items
             .iter()
             .find(|p| p.annotations().get(names::ANNOTATION_NODE) == Some(&node.name));
-        let ip = pod
-            .and_then(|p| p.status.as_ref())
-            .and_then(|s| s.pod_ip.clone());
-        let Some(ip) = ip else {
+        let Some(pod) = pod else {
             down.push(NodeDown {
                 node: node.name.clone(),
-                why: "brick pod not running yet".into(),
+                why: format!(
+                    "no brick pod yet (StatefulSet {})",
+                    names::statefulset_name(&gc.name_any(), &node.name)
+                ),
+                stuck: false,
+            });
+            continue;
+        };
+        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
+        let problem = pod_problem(pod);
+        let Some(ip) = ip.filter(|_| !problem.as_ref().is_some_and(|(_, stuck)| *stuck)) else {
+            let (why, stuck) =
+                problem.unwrap_or_else(|| ("brick pod not running yet".into(), false));
+            down.push(NodeDown {
+                node: node.name.clone(),
+                why,
+                stuck,
             });
             continue;
         };
@@ -188,9 +304,77 @@ pub async fn discover(
             }
             Err(s) => down.push(NodeDown {
                 node: node.name.clone(),
-                why: format!("agent at {ip} did not answer: {}", s.message()),
+                why: match problem {
+                    // Not ready yet, say: what the pod's status says explains more.
+                    Some((why, _)) => {
+                        format!("{why}; its agent at {ip} did not answer: {}", s.message())
+                    }
+                    None => format!("agent at {ip} did not answer: {}", s.message()),
+                },
+                stuck: false,
             }),
         }
     }
     Ok((up, down))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(status: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c-n1-0"}, "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn pod_problems_say_what_the_scheduler_or_kubelet_said() {
+        let (why, stuck) =
+            pod_problem(&pod(serde_json::json!({"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "0/3 nodes are available: 3 node(s) had untolerated taint {x: y}."}]})))
+            .unwrap();
+        assert!(
+            stuck && why.contains("cannot be scheduled: 0/3 nodes are available"),
+            "{why}"
+        );
+
+        let (why, stuck) = pod_problem(&pod(
+            serde_json::json!({"phase": "Pending", "containerStatuses": [
+            {"name": "brick", "image": "127.0.0.1:9/brick:bad", "imageID": "", "ready": false,
+             "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff",
+             "message": "Back-off pulling image"}}}]}),
+        ))
+        .unwrap();
+        assert!(stuck, "{why}");
+        assert!(why.contains("image 127.0.0.1:9/brick:bad cannot be pulled (ImagePullBackOff: Back-off pulling image)"), "{why}");
+
+        let (why, stuck) = pod_problem(&pod(serde_json::json!({"phase": "Running", "podIP": "10.0.0.5",
+            "containerStatuses": [{"name": "brick", "image": "i", "imageID": "", "ready": false,
+             "restartCount": 4, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+             "lastState": {"terminated": {"exitCode": 1, "message": "refusing /dev/sdb: it holds ext4"}}}]})))
+        .unwrap();
+        assert!(
+            stuck && why.contains("keeps failing") && why.contains("code 1 (refusing /dev/sdb"),
+            "{why}"
+        );
+
+        let (why, stuck) = pod_problem(&pod(serde_json::json!({"phase": "Pending",
+            "containerStatuses": [{"name": "brick", "image": "i", "imageID": "", "ready": false,
+             "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]})))
+        .unwrap();
+        assert!(
+            !stuck && why.contains("Pending and has no address yet"),
+            "{why}"
+        );
+
+        assert_eq!(
+            pod_problem(&pod(
+                serde_json::json!({"phase": "Running", "podIP": "10.0.0.5"})
+            )),
+            None
+        );
+    }
 }

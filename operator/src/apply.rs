@@ -124,3 +124,33 @@ where
     }
     Ok(())
 }
+
+/// Records why a reconcile of `obj` stopped (see `failure`), on the status as it is now
+/// (read again: the reconcile may have written some before it failed). A failure that cannot
+/// be recorded is logged; the reconcile's own error is what the controller retries on.
+pub async fn failure<K, S>(ctx: &Context, obj: &K, status_of: impl Fn(&K) -> Option<S>, e: &Error)
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    S: Conditioned + Clone + Default,
+{
+    let Some(f) = crate::failure::classify(e) else {
+        return;
+    };
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    // The object itself (status included): the role grants no read of the subresource.
+    let current = match api.get(&obj.name_any()).await {
+        Ok(o) => o,
+        Err(read) => {
+            tracing::warn!(error = %read, failure = %f.message, "recording a failure: reading status failed");
+            return;
+        }
+    };
+    let old = status_of(&current).unwrap_or_default();
+    let desired = crate::failure::conditions(old.conditions(), &f);
+    if let Err(w) = status_if_changed(ctx, &current, &old, old.clone(), &desired).await {
+        tracing::warn!(error = %w, failure = %f.message, "recording a failure in status failed");
+    }
+}

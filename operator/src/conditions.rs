@@ -6,24 +6,31 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 /// A condition the reconciler wants, without timestamps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Desired {
-    pub type_: &'static str,
+    pub type_: String,
     pub status: bool,
     pub reason: String,
     pub message: String,
 }
 
 impl Desired {
-    pub fn new(
-        type_: &'static str,
-        status: bool,
-        reason: &str,
-        message: impl Into<String>,
-    ) -> Self {
+    pub fn new(type_: &str, status: bool, reason: &str, message: impl Into<String>) -> Self {
         Self {
-            type_,
+            type_: type_.to_string(),
             status,
             reason: reason.to_string(),
             message: message.into(),
+        }
+    }
+}
+
+impl Desired {
+    /// A condition as it stands, to be kept as it is.
+    pub fn from_condition(c: &Condition) -> Self {
+        Self {
+            type_: c.type_.clone(),
+            status: c.status == "True",
+            reason: c.reason.clone(),
+            message: c.message.clone(),
         }
     }
 }
@@ -46,7 +53,7 @@ pub fn merge(
                 _ => now.clone(),
             };
             Condition {
-                type_: d.type_.to_string(),
+                type_: d.type_.clone(),
                 status,
                 reason: d.reason.clone(),
                 message: d.message.clone(),

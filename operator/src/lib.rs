@@ -17,6 +17,7 @@ pub mod conditions;
 pub mod context;
 mod error;
 pub mod events;
+pub mod failure;
 pub mod finalizer;
 pub mod metrics;
 pub mod plan;

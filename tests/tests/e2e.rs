@@ -529,6 +529,23 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         },
     )
     .await;
+    // The cluster says why, from the pod's status, not just that an agent does not answer.
+    let why = until(
+        "the GlusterCluster naming the image that cannot be pulled",
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+        || {
+            let c = k.json(&["-n", NS, "get", "glustercluster", "demo"]);
+            let ready = Cluster::condition_of(&c, "Ready")?;
+            let message = ready["message"].as_str()?.to_string();
+            message.contains("cannot be pulled").then_some(message)
+        },
+    )
+    .await;
+    assert!(
+        why.contains("127.0.0.1:9/glusterkube/brick:unpullable"),
+        "{why}"
+    );
     until(
         "the rollout holding at 1 of 3 updated",
         Duration::from_secs(60),

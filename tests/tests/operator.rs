@@ -83,10 +83,14 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
         ns,
         net,
         kubelet: _kubelet,
+        roles: _roles,
+        operator: (operator_client, operator_calls),
+        csi_controller: (csi_client, csi_calls),
         ..
     } = support::operator_env("gk-op", 3).await;
     let metrics = Arc::new(Metrics::default());
-    let mut operator = start_operator(&client, &ns, metrics.clone());
+    // The operator runs as the chart's ServiceAccount, under the chart's role.
+    let mut operator = start_operator(&operator_client, &ns, metrics.clone());
 
     // A 3-node cluster.
     let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), &ns);
@@ -125,6 +129,8 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
             "node {i}: {peers:?}"
         );
     }
+
+    errors_reach_status(&client, &ns).await;
 
     // Volumes of each type.
     let volumes: Api<GlusterVolume> = Api::namespaced(client.clone(), &ns);
@@ -179,7 +185,7 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
     .await;
     operator.abort();
     let _ = (&mut operator).await;
-    operator = start_operator(&client, &ns, metrics.clone());
+    operator = start_operator(&operator_client, &ns, metrics.clone());
     let ec = volume_ready(&volumes, "ec").await;
     assert_eq!(ec.status.unwrap().bricks_summary.as_deref(), Some("3/3"));
     let names: BTreeSet<String> = net
@@ -246,7 +252,7 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
         "status rewritten with no change"
     );
 
-    csi_through_the_kubernetes_api(&client, &ns, &net).await;
+    csi_through_the_kubernetes_api(&client, &csi_client, &ns, &net).await;
 
     // A killed brick: Degraded with 2/3 online, then the operator restarts it and heals.
     let gname = format!("{ns}-r3");
@@ -359,19 +365,150 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
     })
     .await;
     operator.abort();
+    support::none_forbidden("the operator", &operator_calls);
+    support::none_forbidden("the CSI controller", &csi_calls);
     let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = ns_api.delete(&ns, &DeleteParams::default()).await;
+}
+
+/// Whatever stops a reconcile is in the resource's conditions, with what to do, and a
+/// Warning event: a brick StatefulSet the apiserver refuses (a resource name pods cannot
+/// have), a brick pod no node will schedule, and a volume option gluster's CLI cannot take.
+async fn errors_reach_status(client: &kube::Client, ns: &str) {
+    let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), ns);
+    let volumes: Api<GlusterVolume> = Api::namespaced(client.clone(), ns);
+    let labels = json!({gk_api::names::INSTANCE_LABEL: instance()});
+    let cluster = |name: &str, spec: serde_json::Value| -> GlusterCluster {
+        serde_json::from_value(json!({
+            "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterCluster",
+            "metadata": {"name": name, "labels": labels}, "spec": spec,
+        }))
+        .unwrap()
+    };
+    let node = |n: &str| json!({"name": n, "storage": {"directory": "/srv/glusterkube"}});
+    clusters
+        .create(
+            &PostParams::default(),
+            &cluster(
+                "refused",
+                json!({"nodes": [node("storage-1")], "resources": {"requests": {"bogus": "1"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    clusters
+        .create(
+            &PostParams::default(),
+            &cluster("unschedulable", json!({"nodes": [node("no-such-node")]})),
+        )
+        .await
+        .unwrap();
+    volumes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+                "metadata": {"name": "badopt", "labels": labels},
+                "spec": {"cluster": "pool", "type": "Distribute", "brickCount": 1,
+                         "options": {"performance.cache-size": "--64MB"}},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let degraded = |conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]| {
+        conds
+            .iter()
+            .find(|c| c.type_ == "Degraded" && c.status == "True")
+            .map(|c| (c.reason.clone(), c.message.clone()))
+    };
+    let (reason, message) = wait_until("the refused cluster's condition", 60, async || {
+        degraded(&clusters.get("refused").await.ok()?.status?.conditions)
+    })
+    .await;
+    assert_eq!(reason, "Refused", "{message}");
+    assert!(
+        message.contains("bogus") && message.contains("fix the field"),
+        "{message}"
+    );
+    let (reason, message) = wait_until("the unschedulable cluster's condition", 90, async || {
+        degraded(&clusters.get("unschedulable").await.ok()?.status?.conditions)
+    })
+    .await;
+    assert_eq!(reason, "BrickPodsFailing", "{message}");
+    assert!(message.contains("cannot be scheduled"), "{message}");
+    let (reason, message) = wait_until("the bad option's condition", 60, async || {
+        degraded(&volumes.get("badopt").await.ok()?.status?.conditions)
+    })
+    .await;
+    assert_eq!(reason, "InvalidSpec", "{message}");
+    assert!(
+        message.contains("spec.options.performance.cache-size"),
+        "{message}"
+    );
+    // Each became a Warning event on its object.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    for (kind, name, reason) in [
+        ("GlusterCluster", "refused", "Refused"),
+        ("GlusterCluster", "unschedulable", "BrickPodsFailing"),
+        ("GlusterVolume", "badopt", "InvalidSpec"),
+    ] {
+        wait_until(
+            &format!("a Warning event {reason} on {name}"),
+            30,
+            async || {
+                events
+                    .list(&Default::default())
+                    .await
+                    .ok()?
+                    .items
+                    .iter()
+                    .find(|e| {
+                        e.type_.as_deref() == Some("Warning")
+                            && e.reason.as_deref() == Some(reason)
+                            && e.regarding.as_ref().is_some_and(|r| {
+                                r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
+                            })
+                    })?;
+                Some(())
+            },
+        )
+        .await;
+    }
+    volumes
+        .delete("badopt", &DeleteParams::default())
+        .await
+        .unwrap();
+    for name in ["refused", "unschedulable"] {
+        clusters
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    wait_until("the bad objects gone", 90, async || {
+        let left = clusters.get_opt("refused").await.ok()?.is_some()
+            || clusters.get_opt("unschedulable").await.ok()?.is_some()
+            || volumes.get_opt("badopt").await.ok()?.is_some();
+        (!left).then_some(())
+    })
+    .await;
 }
 
 /// The CSI controller with its production resolver (GlusterVolume status, the cluster's
 /// agents and the operator's client certificate, all from the API): a subdir PV on a pool,
 /// and a dedicated volume that becomes a GlusterVolume of its own and goes away with its data.
-async fn csi_through_the_kubernetes_api(client: &kube::Client, ns: &str, net: &GlusterNet) {
+async fn csi_through_the_kubernetes_api(
+    client: &kube::Client,
+    csi_client: &kube::Client,
+    ns: &str,
+    net: &GlusterNet,
+) {
     use csi::controller_server::Controller;
     use tonic::Request;
 
+    // The CSI controller as the chart's ServiceAccount.
     let pools = gk_csi::kube_pools::KubePools {
-        client: client.clone(),
+        client: csi_client.clone(),
         agent_port: gk_testenv::kubelet::AGENT_PORT,
     };
     let driver = gk_csi::controller::ControllerService::new(pools);
@@ -559,8 +696,13 @@ async fn tls_node_checks(client: &kube::Client, ns: &str, net: &GlusterNet, vol:
         net.scratch_dir("csi-tls-node").unwrap(),
     );
     node.tls_dir = Some(csi_node.ssl_dir());
-    let staging = csi_node.mount_dir("staging").unwrap();
-    let target = net.scratch_dir("csi-tls-pod").unwrap();
+    // The kubelet's directories, where the client's FUSE mounts are seen by this test too.
+    node.kubelet.root = csi_node.mount_dir("kubelet").unwrap();
+    let staging = node
+        .kubelet
+        .root
+        .join("plugins/kubernetes.io/csi/pv-tls/globalmount");
+    let target = node.kubelet.root.join("pods/pod-tls/volumes/pv-tls/mount");
     let cap = csi::VolumeCapability {
         access_type: Some(csi::volume_capability::AccessType::Mount(Default::default())),
         access_mode: Some(csi::volume_capability::AccessMode {

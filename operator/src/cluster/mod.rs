@@ -13,6 +13,7 @@ pub mod resources;
 pub mod retire;
 pub mod rollout;
 pub mod status;
+pub mod validate;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,13 +37,20 @@ pub async fn reconcile(gc: Arc<GlusterCluster>, ctx: Arc<Context>) -> Result<Act
         gc,
         ctx,
         FINALIZER,
-        |gc| async move { apply(&gc, ctx).await },
+        |gc| async move {
+            let result = apply(&gc, ctx).await;
+            if let Err(e) = &result {
+                crate::apply::failure(ctx, &*gc, |o: &GlusterCluster| o.status.clone(), e).await;
+            }
+            result
+        },
         |gc| async move { cleanup::run(&gc, ctx).await },
     )
     .await
 }
 
 async fn apply(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
+    validate::spec(&gc.spec)?;
     let creds = tls::agent::ensure(ctx, gc).await?;
     tls::gluster::ensure(ctx, gc).await?;
     resources::apply(ctx, gc).await?;

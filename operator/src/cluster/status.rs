@@ -116,10 +116,22 @@ pub fn compute(old: &GlusterClusterStatus, o: &Observed) -> (GlusterClusterStatu
         (None, true) => (false, "Stable", String::new()),
     };
     desired.push(Desired::new("Progressing", progressing, reason, message));
-    // Before the pool first formed, a silent node is still coming up, not unreachable.
+    // Before the pool first formed, a silent node is still coming up, not unreachable; a
+    // brick pod that cannot run as it is (unschedulable, unpullable, failing) needs a person
+    // either way.
     let unreachable = !o.down.is_empty() && old.peers.len() >= total;
+    let stuck: Vec<NodeDown> = o.down.iter().filter(|d| d.stuck).cloned().collect();
     desired.push(match (&o.rollout.stalled, unreachable) {
         (Some(msg), _) => Desired::new("Degraded", true, "RolloutStalled", msg.clone()),
+        (None, _) if !stuck.is_empty() => Desired::new(
+            "Degraded",
+            true,
+            "BrickPodsFailing",
+            format!(
+                "{}; fix the GlusterCluster spec (image, tolerations, resources) or the node",
+                describe_down(&stuck)
+            ),
+        ),
         (None, true) => Desired::new("Degraded", true, "NodeUnreachable", describe_down(o.down)),
         (None, false) => Desired::new("Degraded", false, "Healthy", ""),
     });
@@ -195,6 +207,7 @@ mod tests {
         NodeDown {
             node: format!("n{i}"),
             why: "brick pod not running yet".into(),
+            stuck: false,
         }
     }
 
@@ -202,9 +215,9 @@ mod tests {
         d.iter().find(|c| c.type_ == t).unwrap()
     }
 
-    fn outcome(d: &[Desired]) -> Vec<(&'static str, bool, String)> {
+    fn outcome(d: &[Desired]) -> Vec<(&str, bool, String)> {
         d.iter()
-            .map(|c| (c.type_, c.status, c.reason.clone()))
+            .map(|c| (c.type_.as_str(), c.status, c.reason.clone()))
             .collect()
     }
 
@@ -290,6 +303,35 @@ mod tests {
         assert_eq!(lost.address, "n3.bricks.ns.svc");
         assert_eq!(lost.state.as_deref(), Some("Unreachable"));
         assert!(!lost.connected);
+    }
+
+    #[test]
+    fn a_brick_pod_that_cannot_run_is_degraded_from_the_start() {
+        let downs = [
+            NodeDown {
+                node: "n2".into(),
+                why: "brick pod c-n2-0 cannot be scheduled: 0/3 nodes are available".into(),
+                stuck: true,
+            },
+            down(3),
+        ];
+        let o = Observed {
+            nodes: 3,
+            up: vec![node(1)],
+            down: &downs,
+            ..Default::default()
+        };
+        let (_, d) = compute(&GlusterClusterStatus::default(), &o);
+        let degraded = get(&d, "Degraded");
+        assert_eq!(
+            (degraded.status, degraded.reason.as_str()),
+            (true, "BrickPodsFailing")
+        );
+        assert!(degraded
+            .message
+            .starts_with("n2: brick pod c-n2-0 cannot be scheduled"));
+        assert!(!degraded.message.contains("n3"), "{}", degraded.message);
+        assert!(get(&d, "Ready").message.contains("cannot be scheduled"));
     }
 
     #[test]

@@ -40,7 +40,13 @@ pub async fn reconcile(gv: Arc<GlusterVolume>, ctx: Arc<Context>) -> Result<Acti
         gv,
         ctx,
         FINALIZER,
-        |gv| async move { apply(&gv, ctx).await },
+        |gv| async move {
+            let result = apply(&gv, ctx).await;
+            if let Err(e) = &result {
+                crate::apply::failure(ctx, &*gv, |o: &GlusterVolume| o.status.clone(), e).await;
+            }
+            result
+        },
         |gv| async move { cleanup::run(&gv, ctx).await },
     )
     .await

@@ -14,8 +14,26 @@ use crate::plan::{self, SpecError};
 use crate::tls::access;
 use crate::Error;
 
+/// The volume's own options as gluster's CLI takes them: what admission cannot decide (a
+/// value starting with `--`, which gluster would read as a flag, say) is refused here, naming
+/// the option.
+pub fn validate_own(gv: &GlusterVolume) -> Result<(), SpecError> {
+    for (k, v) in &gv.spec.options {
+        let checked =
+            gk_gluster::validate_option_key(k).and_then(|()| gk_gluster::validate_option_value(v));
+        if let Err(e) = checked {
+            return Err(SpecError {
+                field: format!("spec.options.{k}"),
+                reason: e.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The access-control options of `gv`'s volume on cluster `gc`.
 pub fn access(gv: &GlusterVolume, gc: &GlusterCluster) -> Result<Vec<(String, String)>, SpecError> {
+    validate_own(gv)?;
     if let Some(k) = gv.spec.options.keys().find(|k| access::is_access_option(k)) {
         return Err(SpecError {
             field: format!("spec.options.{k}"),
@@ -101,6 +119,13 @@ mod tests {
 
         let e = access(&gv(serde_json::json!({"auth.allow": "*"})), &gc).unwrap_err();
         assert_eq!(e.field, "spec.options.auth.allow");
+        let e = access(
+            &gv(serde_json::json!({"performance.cache-size": "--64MB"})),
+            &gc,
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "spec.options.performance.cache-size");
+        assert!(e.reason.contains("flag"), "{}", e.reason);
 
         let mut plain = gc.clone();
         plain.spec.tls.enabled = false;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use gk_agent::proto::{HealInfoResponse, RejectedOption, Volume, VolumeStatusResponse};
 use gk_api::crd::{BrickStatus, Capacity, GlusterVolumeStatus, MigrationPhase, MountInfo};
-use gk_api::units::{human_bytes, round_mib};
+use gk_api::units::human_bytes;
 
 use super::day2::state::Day2;
 use super::day2::status as day2_status;
@@ -48,25 +48,6 @@ pub struct Outcome {
     pub status: GlusterVolumeStatus,
     pub conditions: Vec<Desired>,
     pub next: Next,
-}
-
-/// Capacity: per set, the smallest online brick limits; the data bricks of a set carry user
-/// data. At MiB grain, so status follows real usage without rewriting on every few bytes.
-fn capacity(vol: &Volume, st: &VolumeStatusResponse) -> (u64, u64) {
-    let layout = crate::plan::layout_of(vol);
-    let set = (layout.set_size() as usize).max(1);
-    let data = u64::from(layout.data_bricks());
-    let (mut total, mut free) = (0u64, 0u64);
-    for chunk in vol.bricks.chunks(set) {
-        let sizes: Vec<(u64, u64)> = chunk
-            .iter()
-            .filter_map(|b| st.bricks.iter().find(|s| &s.brick == b && s.online))
-            .map(|s| (s.size_total_bytes, s.size_free_bytes))
-            .collect();
-        total += round_mib(sizes.iter().map(|s| s.0).min().unwrap_or(0)) * data;
-        free += round_mib(sizes.iter().map(|s| s.1).min().unwrap_or(0)) * data;
-    }
-    (total, free)
 }
 
 /// Volfile servers: every brick host once, in brick order.
@@ -195,7 +176,7 @@ pub fn compute(o: &Observed) -> Outcome {
         )
     });
 
-    let (total_bytes, free_bytes) = capacity(vol, st);
+    let (total_bytes, free_bytes) = gk_api::capacity::of_volume(vol, st);
     let status = GlusterVolumeStatus {
         volume_id: Some(vol.id.clone()),
         bricks_summary: Some(format!("{online}/{total}")),
@@ -528,7 +509,7 @@ mod tests {
         let d = waiting("WaitingForNodes", "n3: brick pod not running yet".into());
         assert_eq!(
             d.iter()
-                .map(|c| (c.type_, c.status, c.reason.as_str()))
+                .map(|c| (c.type_.as_str(), c.status, c.reason.as_str()))
                 .collect::<Vec<_>>(),
             [
                 ("Ready", false, "WaitingForNodes"),
@@ -539,7 +520,7 @@ mod tests {
         let d = invalid_spec("spec.replica: is required".into());
         assert!(d.iter().all(|c| !c.status && c.reason == "InvalidSpec"));
         let d = access_not_enforced("auth.ssl-allow refused".into());
-        assert_eq!((d[1].type_, d[1].status), ("Degraded", true));
+        assert_eq!((d[1].type_.as_str(), d[1].status), ("Degraded", true));
         let (msg, d) = deletion_blocked(&["pv-1".into()]);
         assert!(msg.starts_with("1 PersistentVolume(s) still use this volume: pv-1"));
         assert_eq!(d[0].reason, "DeletionBlocked");
