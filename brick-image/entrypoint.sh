@@ -9,7 +9,18 @@ device=${GK_DEVICE:-}
 log() { echo "gk-brick: $*" >&2; }
 
 if [ -n "$device" ]; then
-  [ -b "$device" ] || { log "GK_DEVICE=$device is not a block device"; exit 1; }
+  # The spec's path may be a link (/dev/disk/by-id/...): what it names must be a block
+  # device under /dev, not anything a link could lead to.
+  real=$(readlink -f "$device" || true)
+  case $real in
+    /dev/*) ;;
+    *) log "GK_DEVICE=$device resolves to ${real:-nothing}, outside /dev; refusing it"; exit 1 ;;
+  esac
+  [ -b "$real" ] || { log "GK_DEVICE=$device ($real) is not a block device"; exit 1; }
+  device=$real
+  # A partition table means the disk is in use, even with no filesystem on the whole disk.
+  pttype=$(blkid -p -s PTTYPE -o value "$device" 2>/dev/null || true)
+  [ -z "$pttype" ] || { log "$device holds a $pttype partition table; refusing to format or use it (wipe it by hand if it is really free)"; exit 1; }
   # Format only a device that holds no filesystem at all: never touch existing data.
   if ! blkid -p "$device" >/dev/null 2>&1; then
     log "formatting $device as XFS (512-byte inodes leave room for gluster's xattrs)"

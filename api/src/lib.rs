@@ -3,6 +3,7 @@
 //! the brick agents.
 
 pub mod agents;
+pub mod capacity;
 pub mod crd;
 pub mod names;
 pub mod units;

@@ -45,6 +45,60 @@ pub fn quantity_bytes(field: &str, q: &str) -> Result<u64, QuantityError> {
     Ok(bytes as u64)
 }
 
+/// The value of any Kubernetes quantity (`500m`, `1.5Gi`, `-1`, `2e3`), as a number: for
+/// comparing requests with limits, and refusing negative ones. Sizes in bytes use
+/// [`quantity_bytes`].
+pub fn quantity_value(field: &str, q: &str) -> Result<f64, QuantityError> {
+    let bad = || QuantityError {
+        field: field.to_string(),
+        value: q.to_string(),
+    };
+    let split = q
+        .char_indices()
+        .find(|&(i, c)| {
+            c.is_ascii_alphabetic() && !(i > 0 && (c == 'e' || c == 'E') && exponent_follows(q, i))
+        })
+        .map(|(i, _)| i)
+        .unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
+    let scale: f64 = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        _ => return Err(bad()),
+    };
+    let plain = number
+        .trim_start_matches(['+', '-'])
+        .split(['e', 'E'])
+        .next()
+        .unwrap_or("");
+    if plain.is_empty() || !plain.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    let n: f64 = number.parse().map_err(|_| bad())?;
+    n.is_finite().then_some(n * scale).ok_or_else(bad)
+}
+
+/// Whether the `e` at `i` starts a decimal exponent (`2e3`), not the `E` (exa) suffix.
+fn exponent_follows(q: &str, i: usize) -> bool {
+    let rest = &q[i + 1..];
+    let rest = rest.strip_prefix(['+', '-']).unwrap_or(rest);
+    !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())
+}
+
 /// Bytes in binary units with one decimal, for example "1.5Ti".
 pub fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 6] = ["", "Ki", "Mi", "Gi", "Ti", "Pi"];
@@ -83,6 +137,21 @@ mod tests {
                 "spec.size",
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn any_quantity_has_a_value() {
+        let v = |q: &str| quantity_value("f", q).unwrap();
+        assert_eq!(v("500m"), 0.5);
+        assert_eq!(v("2"), 2.0);
+        assert_eq!(v("-1"), -1.0);
+        assert_eq!(v("1Gi"), (1u64 << 30) as f64);
+        assert_eq!(v("2e3"), 2000.0);
+        assert_eq!(v("1E"), 1e18);
+        assert_eq!(v("+3k"), 3000.0);
+        for bad in ["", "lots", "1GB", "m", "1.2.3", "--1", "1e"] {
+            assert!(quantity_value("f", bad).is_err(), "{bad}");
         }
     }
 

@@ -22,6 +22,9 @@ pub struct Pool {
     pub servers: Vec<String>,
     /// Whether clients must mount with gluster's TLS.
     pub tls: bool,
+    /// What the pool holds, when its resolver knows (a GlusterVolume's status); otherwise
+    /// asked of the agent when needed.
+    pub total_bytes: Option<u64>,
 }
 
 /// Finds pools by their GlusterVolume. The production resolver reads the GlusterVolume's
@@ -130,6 +133,46 @@ pub fn agent_status(pool: &ObjectKey, s: Status) -> Status {
 }
 
 impl Pool {
+    /// What the pool holds in all: no volume on it can ever be larger.
+    pub async fn capacity(&mut self, pool: &ObjectKey) -> Result<u64, Status> {
+        if let Some(t) = self.total_bytes.filter(|t| *t > 0) {
+            return Ok(t);
+        }
+        let req = || VolumeRequest {
+            name: self.volume.clone(),
+        };
+        let vol = self
+            .agent
+            .volume_info(req())
+            .await
+            .map_err(|s| agent_status(pool, s))?
+            .into_inner()
+            .volume
+            .ok_or_else(|| Status::not_found(format!("pool {pool}: its gluster volume is gone")))?;
+        let st = self
+            .agent
+            .volume_status(req())
+            .await
+            .map_err(|s| agent_status(pool, s))?
+            .into_inner();
+        let (total, _) = gk_api::capacity::of_volume(&vol, &st);
+        self.total_bytes = Some(total);
+        Ok(total)
+    }
+
+    /// Refuses a volume of `bytes` that the pool can never hold (OUT_OF_RANGE, as the CSI
+    /// spec asks of sizes the plugin cannot provide).
+    pub async fn check_fits(&mut self, pool: &ObjectKey, bytes: u64) -> Result<(), Status> {
+        let total = self.capacity(pool).await?;
+        if bytes > total {
+            return Err(Status::out_of_range(format!(
+                "capacity_range: {bytes} bytes are more than pool {pool} can ever hold \
+                 ({total} bytes); ask for less, or grow the pool (its size or brickCount)"
+            )));
+        }
+        Ok(())
+    }
+
     pub async fn create_dir(
         &mut self,
         pool: &ObjectKey,

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use csi_proto::v1 as csi;
 use tonic::{Request, Response, Status};
@@ -11,16 +12,35 @@ use crate::DRIVER_NAME;
 
 type Reply<T> = Result<Response<T>, Status>;
 
+/// A check that the plugin is not wedged (its own files answer); blocking, run on a thread of
+/// its own under [`LIVENESS_TIMEOUT`].
+pub type Liveness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// How long the liveness check may take before the plugin counts as wedged.
+pub const LIVENESS_TIMEOUT: Duration = Duration::from_secs(5);
+
 pub struct IdentityService {
     /// Whether this plugin serves the Controller service (advertised as a capability).
     controller: bool,
     /// Probe's answer: false until the node plugin has checked the mounts it found.
     ready: Arc<AtomicBool>,
+    liveness: Option<Liveness>,
 }
 
 impl IdentityService {
     pub fn new(controller: bool, ready: Arc<AtomicBool>) -> Self {
-        Self { controller, ready }
+        Self {
+            controller,
+            ready,
+            liveness: None,
+        }
+    }
+
+    /// Probe fails (UNAVAILABLE, so the liveness probe fails and the kubelet restarts the
+    /// plugin) when `check` fails or does not return in time.
+    pub fn with_liveness(mut self, check: Liveness) -> Self {
+        self.liveness = Some(check);
+        self
     }
 }
 
@@ -62,8 +82,68 @@ impl csi::identity_server::Identity for IdentityService {
     }
 
     async fn probe(&self, _: Request<csi::ProbeRequest>) -> Reply<csi::ProbeResponse> {
+        if let Some(check) = self.liveness.clone() {
+            let answered = tokio::time::timeout(
+                LIVENESS_TIMEOUT,
+                tokio::task::spawn_blocking(move || check()),
+            )
+            .await;
+            match answered {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(why))) => return Err(Status::unavailable(why)),
+                Ok(Err(e)) => return Err(Status::internal(format!("liveness check: {e}"))),
+                Err(_) => {
+                    return Err(Status::unavailable(format!(
+                        "the plugin's own files did not answer within {}s (a hung mount \
+                         over them?); restart the plugin",
+                        LIVENESS_TIMEOUT.as_secs()
+                    )))
+                }
+            }
+        }
         Ok(Response::new(csi::ProbeResponse {
             ready: Some(self.ready.load(Ordering::Relaxed)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use csi::identity_server::Identity;
+
+    fn service(check: Liveness) -> IdentityService {
+        IdentityService::new(false, Arc::new(AtomicBool::new(true))).with_liveness(check)
+    }
+
+    #[tokio::test]
+    async fn probe_fails_when_the_plugin_is_wedged() {
+        let ok = service(Arc::new(|| Ok(())));
+        let r = ok.probe(Request::new(csi::ProbeRequest {})).await.unwrap();
+        assert_eq!(r.into_inner().ready, Some(true));
+
+        let broken = service(Arc::new(
+            || Err("the state directory takes no write".into()),
+        ));
+        let e = broken
+            .probe(Request::new(csi::ProbeRequest {}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable);
+        assert!(e.message().contains("state directory"), "{e:?}");
+
+        // A check that hangs (a hung mount over the plugin's files) fails by the timeout.
+        let hung = service(Arc::new(|| {
+            std::thread::sleep(LIVENESS_TIMEOUT + Duration::from_millis(500));
+            Ok(())
+        }));
+        let started = std::time::Instant::now();
+        let e = hung
+            .probe(Request::new(csi::ProbeRequest {}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable);
+        assert!(e.message().contains("did not answer"), "{e:?}");
+        assert!(started.elapsed() < LIVENESS_TIMEOUT + Duration::from_secs(1));
     }
 }

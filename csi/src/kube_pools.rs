@@ -100,11 +100,17 @@ impl PoolResolver for KubePools {
         let agent = up.swap_remove(0).client;
         let mut servers = vec![mount.volfile_server];
         servers.extend(mount.backup_volfile_servers);
+        let total_bytes = gv
+            .status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .map(|c| c.total_bytes.max(0) as u64);
         Ok(Pool {
             agent,
             volume: mount.volume,
             servers,
             tls: mount.tls,
+            total_bytes,
         })
     }
 

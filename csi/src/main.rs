@@ -38,6 +38,10 @@ struct Cli {
         default_value = "/var/lib/kubelet/plugins/gluster.glusterkube.dev"
     )]
     state_dir: PathBuf,
+    /// The kubelet's root directory (its --root-dir): the node plugin mounts only under its
+    /// plugins/ (staging) and pods/ (publishing) directories.
+    #[arg(long, env = "GK_KUBELET_DIR", default_value = "/var/lib/kubelet")]
+    kubelet_dir: PathBuf,
     /// Run the gluster FUSE client in the host's namespaces (through nsenter into PID 1), so
     /// mounts outlive the plugin container. Needs hostPID and a privileged container.
     #[arg(long, env = "GK_MOUNT_ON_HOST")]
@@ -108,8 +112,10 @@ async fn main() -> anyhow::Result<()> {
                     tokio::time::sleep(every).await;
                 }
             });
+            let checked = node.clone();
             Services::<KubePools> {
-                identity: IdentityService::new(false, node.ready.clone()),
+                identity: IdentityService::new(false, node.ready.clone())
+                    .with_liveness(Arc::new(move || checked.self_check())),
                 controller: None,
                 node: Some(node),
             }
@@ -137,6 +143,7 @@ fn node_service(cli: &Cli) -> NodeService {
         Mounter::default()
     };
     let mut node = NodeService::new(cli.node_id.clone(), mounter, cli.state_dir.clone());
+    node.kubelet.root = cli.kubelet_dir.clone();
     if cli.mount_on_host {
         node.tls_dir = None;
     }

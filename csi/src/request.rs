@@ -144,20 +144,92 @@ pub fn path_arg(field: &str, p: &str) -> Result<PathBuf, Status> {
     Err(invalid(field, format!("{p:?} {reason}")))
 }
 
-/// A path the kubelet asks about (a published or staged volume): required, absolute, and
-/// present on this node (NOT_FOUND otherwise, as the spec asks).
-pub fn mounted_path(field: &str, p: &str) -> Result<PathBuf, Status> {
+/// A volume path the kubelet asks about (stats, expansion): a published or staged volume of
+/// this node. A path that is not one (relative, outside the kubelet's directories, or absent)
+/// holds no volume here: NOT_FOUND, as the spec asks.
+pub fn mounted_path(kubelet: &KubeletDirs, p: &str) -> Result<PathBuf, Status> {
     if p.is_empty() {
-        return Err(invalid(field, "is required"));
+        return Err(invalid("volume_path", "is required"));
     }
-    let path = PathBuf::from(p);
-    if !path.is_absolute() || !path.exists() {
+    let path = kubelet
+        .volume("volume_path", p)
+        .map_err(|e| Status::not_found(e.message().to_string()))?;
+    if !path.exists() {
         return Err(Status::not_found(format!(
             "{} does not exist on this node",
             path.display()
         )));
     }
     Ok(path)
+}
+
+/// The kubelet's directories, where alone the node plugin mounts: staging paths under
+/// `plugins/`, publish targets under `pods/`. A request naming any other place (the
+/// plugin's own `/etc`, say) is refused, so a caller of the socket cannot mount a volume over
+/// the plugin or the host.
+#[derive(Debug, Clone)]
+pub struct KubeletDirs {
+    pub root: PathBuf,
+}
+
+impl Default for KubeletDirs {
+    fn default() -> Self {
+        Self {
+            root: PathBuf::from("/var/lib/kubelet"),
+        }
+    }
+}
+
+impl KubeletDirs {
+    /// A staging path: under the kubelet's plugins directory.
+    pub fn staging(&self, field: &str, p: &str) -> Result<PathBuf, Status> {
+        self.within(field, p, &["plugins"])
+    }
+
+    /// A publish target: under the kubelet's pods directory.
+    pub fn target(&self, field: &str, p: &str) -> Result<PathBuf, Status> {
+        self.within(field, p, &["pods"])
+    }
+
+    /// A volume path the kubelet asks about (stats, expansion): a target or a staging path.
+    pub fn volume(&self, field: &str, p: &str) -> Result<PathBuf, Status> {
+        self.within(field, p, &["pods", "plugins"])
+    }
+
+    fn within(&self, field: &str, p: &str, subdirs: &[&str]) -> Result<PathBuf, Status> {
+        let path = path_arg(field, p)?;
+        let bases: Vec<PathBuf> = subdirs.iter().map(|d| self.root.join(d)).collect();
+        let outside = || {
+            invalid(
+                field,
+                format!(
+                    "{p:?} is outside the kubelet's {} directory; the node plugin mounts only \
+                     there (set --kubelet-dir to the kubelet's --root-dir)",
+                    bases
+                        .iter()
+                        .map(|b| b.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                ),
+            )
+        };
+        let Some(base) = bases.iter().find(|b| path.starts_with(b) && path != **b) else {
+            return Err(outside());
+        };
+        // A symlink on the way may lead elsewhere: what exists of the path must resolve to
+        // a place under the same base.
+        let existing = path.ancestors().find(|a| a.exists()).unwrap_or(&path);
+        match (existing.canonicalize(), base.canonicalize()) {
+            (Ok(real), Ok(real_base)) if real.starts_with(&real_base) => Ok(path),
+            (Ok(_), Ok(_)) => Err(outside()),
+            // The base does not exist (yet): nothing on the way can be a symlink out of it.
+            (_, Err(_)) if !base.exists() => Ok(path),
+            (Err(e), _) | (_, Err(e)) => Err(Status::internal(format!(
+                "resolving {}: {e}",
+                existing.display()
+            ))),
+        }
+    }
 }
 
 pub fn mount_err(e: mount::MountError) -> Status {
@@ -207,6 +279,57 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn mounts_go_only_under_the_kubelets_directories() {
+        let root = tempfile::tempdir().unwrap();
+        let k = KubeletDirs {
+            root: root.path().to_path_buf(),
+        };
+        let under = |d: &str| root.path().join(d).display().to_string();
+        std::fs::create_dir_all(root.path().join("pods/uid/volumes")).unwrap();
+        std::fs::create_dir_all(root.path().join("plugins/kubernetes.io/csi")).unwrap();
+        assert!(k
+            .target("target_path", &under("pods/uid/volumes/pv/mount"))
+            .is_ok());
+        assert!(k
+            .staging(
+                "staging_target_path",
+                &under("plugins/kubernetes.io/csi/x/globalmount")
+            )
+            .is_ok());
+        for (field, bad) in [
+            ("target_path", "/etc".to_string()),
+            ("target_path", under("pods")),
+            ("target_path", under("plugins/kubernetes.io/csi/x")),
+            ("staging_target_path", under("pods/uid/volumes/pv")),
+            (
+                "staging_target_path",
+                "/var/lib/kubelet2/plugins/x".to_string(),
+            ),
+        ] {
+            let e = if field == "target_path" {
+                k.target(field, &bad)
+            } else {
+                k.staging(field, &bad)
+            }
+            .unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{bad}");
+            assert!(
+                e.message().contains(field) && e.message().contains("outside"),
+                "{e:?}"
+            );
+        }
+        // A symlink inside the pods directory that leads out of it.
+        std::os::unix::fs::symlink("/etc", root.path().join("pods/uid/escape")).unwrap();
+        let e = k
+            .target("target_path", &under("pods/uid/escape/mount"))
+            .unwrap_err();
+        assert!(e.message().contains("outside"), "{e:?}");
+        assert!(k
+            .volume("volume_path", &under("plugins/kubernetes.io/csi/x"))
+            .is_ok());
     }
 
     #[test]

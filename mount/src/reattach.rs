@@ -29,6 +29,8 @@ pub struct MountEntry {
     pub mount_point: PathBuf,
     /// Per-mount options (`ro`, `nosuid`, `nodev`, `noexec`, ...).
     pub options: Vec<String>,
+    /// The filesystem type (`fuse.glusterfs`, `xfs`, ...).
+    pub fs_type: String,
 }
 
 /// Parses a mountinfo table; lines that do not have the kernel's shape are skipped.
@@ -44,6 +46,13 @@ fn parse_line(line: &str) -> Option<MountEntry> {
         root: unescape_octal(fields.get(3)?),
         mount_point: PathBuf::from(unescape_octal(fields.get(4)?)),
         options: fields.get(5)?.split(',').map(String::from).collect(),
+        // Optional fields end at a lone "-"; the filesystem type follows it.
+        fs_type: fields
+            .iter()
+            .skip(6)
+            .skip_while(|f| **f != "-")
+            .nth(1)?
+            .to_string(),
     })
 }
 
@@ -216,6 +225,9 @@ garbage line
         assert_eq!(e[1].mount_point, PathBuf::from("/data"));
         assert_eq!(e[2].root, "/logs/a b");
         assert_eq!(e[2].options, ["ro", "nosuid", "nodev", "relatime"]);
+        assert_eq!(e[0].fs_type, "proc");
+        assert_eq!(e[1].fs_type, "fuse.glusterfs");
+        assert_eq!(e[2].fs_type, "fuse.glusterfs");
     }
 
     #[test]

@@ -60,6 +60,7 @@ async fn main() {
         servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
         // Plain gluster: TLS mounts are covered through the operator (tests/tests/operator.rs).
         tls: false,
+        total_bytes: None,
     };
     let pools = StaticPools {
         pools: Arc::new(HashMap::from([(key, pool)])),

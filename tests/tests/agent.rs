@@ -673,13 +673,22 @@ async fn quota_subdirectory(c: &mut Client, net: &GlusterNet) {
     c.subdir_list(VolumeRequest { name: "r3".into() })
         .await
         .unwrap();
-    let listed = glusterd_quota_list(c, "r3").await;
-    assert!(
-        listed
+    // Registered in the background once the agent mounted the volume: wait for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let listed = glusterd_quota_list(c, "r3").await;
+        if listed
             .iter()
-            .any(|q| q.path == "/pvc-lost" && q.hard_limit_bytes == 5 << 20),
-        "{listed:?}"
-    );
+            .any(|q| q.path == "/pvc-lost" && q.hard_limit_bytes == 5 << 20)
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lost limit was never registered: {listed:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
     assert!(
         c.subdir_delete(SubdirDeleteRequest {
             volume: "r3".into(),

@@ -125,6 +125,76 @@ fn bad_creates() -> Vec<(&'static str, (&'static str, Value), &'static str)> {
             "spec.nodes[0].storage.directory",
         ),
         (
+            "directory a system directory",
+            cluster(json!({"nodes": [node("a", json!({"directory": "/etc"}))]})),
+            "spec.nodes[0].storage.directory",
+        ),
+        (
+            "directory under /proc",
+            cluster(json!({"nodes": [node("a", json!({"directory": "/proc/1/root"}))]})),
+            "spec.nodes[0].storage.directory",
+        ),
+        (
+            "directory under the kubelet's state",
+            cluster(json!({"nodes": [node("a", json!({"directory": "/var/lib/kubelet/pods/x"}))]})),
+            "spec.nodes[0].storage.directory",
+        ),
+        (
+            "directory with a . component",
+            cluster(json!({"nodes": [node("a", json!({"directory": "/srv/./gluster"}))]})),
+            "spec.nodes[0].storage.directory",
+        ),
+        (
+            "directory with a control character",
+            cluster(json!({"nodes": [node("a", json!({"directory": "/srv/glu\nster"}))]})),
+            "spec.nodes[0].storage.directory",
+        ),
+        (
+            "device with a . component",
+            cluster(json!({"nodes": [node("a", json!({"device": "/dev/./sdb"}))]})),
+            "spec.nodes[0].storage.device",
+        ),
+        (
+            "device with a control character",
+            cluster(json!({"nodes": [node("a", json!({"device": "/dev/sd\tb"}))]})),
+            "spec.nodes[0].storage.device",
+        ),
+        (
+            "clientNetworks covering every address",
+            cluster(
+                json!({"nodes": [node("a", dir.clone())], "tls": {"enabled": false}, "clientNetworks": ["0.0.0.0/0"]}),
+            ),
+            "spec.clientNetworks",
+        ),
+        (
+            "clientNetworks wider than /8",
+            cluster(
+                json!({"nodes": [node("a", dir.clone())], "tls": {"enabled": false}, "clientNetworks": ["16.0.0.0/4"]}),
+            ),
+            "spec.clientNetworks",
+        ),
+        (
+            "toleration effect unknown",
+            cluster(
+                json!({"nodes": [node("a", dir.clone())], "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoRun"}]}),
+            ),
+            "spec.tolerations",
+        ),
+        (
+            "toleration Exists with a value",
+            cluster(
+                json!({"nodes": [node("a", dir.clone())], "tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}),
+            ),
+            "spec.tolerations",
+        ),
+        (
+            "tolerationSeconds without NoExecute",
+            cluster(
+                json!({"nodes": [node("a", dir.clone())], "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 30}]}),
+            ),
+            "spec.tolerations",
+        ),
+        (
             "unknown cluster profile",
             cluster(json!({"nodes": [node("a", dir.clone())], "defaultProfile": "Fast"})),
             "spec.defaultProfile",
@@ -291,6 +361,23 @@ fn bad_creates() -> Vec<(&'static str, (&'static str, Value), &'static str)> {
             "spec.options",
         ),
         (
+            "option value with a newline",
+            volume(vol_with(
+                json!({"options": {"performance.cache-size": "256MB\nx"}}),
+            )),
+            "spec.options",
+        ),
+        (
+            "size not a quantity",
+            volume(vol_with(json!({"size": "100GB"}))),
+            "spec.size",
+        ),
+        (
+            "size zero",
+            volume(vol_with(json!({"size": "0"}))),
+            "spec.size",
+        ),
+        (
             "unknown deletion policy",
             volume(vol_with(json!({"deletionPolicy": "Destroy"}))),
             "spec.deletionPolicy",
@@ -386,7 +473,7 @@ async fn bad_specs_are_refused_at_admission_naming_the_field() {
     // README states these counts; a case added or lost changes them there too.
     assert_eq!(
         (creates.len(), updates.len()),
-        (46, 6),
+        (61, 6),
         "bad creates and bad updates"
     );
     eprintln!(
@@ -441,6 +528,8 @@ async fn bad_specs_are_refused_at_admission_naming_the_field() {
         vol_with(
             json!({"options": {"performance.cache-size": "256MB", "cluster.shd-max-threads": "8"}, "deletionPolicy": "Delete", "profile": "GlusterDefaults"}),
         ),
+        vol_with(json!({"size": "100Gi"})),
+        vol_with(json!({"size": 1073741824})),
     ];
     // And valid clusters of each storage kind: a device per node, a directory per node, both
     // in one cluster, and TLS off with the client networks it then needs.
@@ -451,6 +540,11 @@ async fn bad_specs_are_refused_at_admission_naming_the_field() {
         json!({"nodes": [node("a", dir("/var/lib/glusterkube")), node("b.example.com", dir("/srv/gluster"))]}),
         json!({"nodes": [node("a", dev("/dev/nvme0n1")), node("b", dir("/srv/gluster"))]}),
         json!({"nodes": [node("a", dir("/srv/g"))], "tls": {"enabled": false}, "clientNetworks": ["10.244.0.0/16", "192.168.1.0/24"]}),
+        json!({"nodes": [node("a", dir("/var/lib/glusterkube/"))],
+               "tolerations": [{"key": "storage", "operator": "Exists", "effect": "NoSchedule"},
+                               {"key": "k", "operator": "Equal", "value": "v", "effect": "NoExecute", "tolerationSeconds": 60},
+                               {"operator": "Exists"}],
+               "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}}),
     ];
     let goods = goods
         .into_iter()

@@ -24,6 +24,9 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 struct Env {
     net: GlusterNet,
+    /// Stands for the kubelet's root directory: the plugin mounts only under its plugins/
+    /// (staging) and pods/ (targets).
+    kubelet: PathBuf,
     _agents: AgentSet,
     pools: StaticPools,
     socket: PathBuf,
@@ -41,6 +44,7 @@ async fn start() -> Env {
         servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
         // Plain gluster: TLS mounts are covered through the operator (tests/tests/operator.rs).
         tls: false,
+        total_bytes: None,
     };
     let key = ObjectKey {
         namespace: "storage".into(),
@@ -50,7 +54,14 @@ async fn start() -> Env {
         pools: Arc::new(HashMap::from([(key, pool)])),
     };
     let socket = net.scratch_dir("csi").unwrap().join("csi.sock");
+    let kubelet = net.scratch_dir("kubelet-root").unwrap();
+    // As on a node: the kubelet's plugins/ and pods/ exist (csi-sanity makes its
+    // directories inside them, not their parents).
+    for d in ["plugins", "pods"] {
+        std::fs::create_dir_all(kubelet.join(d)).unwrap();
+    }
     let env = Env {
+        kubelet,
         net,
         _agents: agents,
         pools,
@@ -69,11 +80,13 @@ impl Env {
             let _ = stop.send(());
         }
         let listener = gk_csi::server::bind(&self.socket).unwrap();
-        let driver = Arc::new(NodeService::new(
+        let mut node = NodeService::new(
             "node-1".into(),
             self.net.client_mounter(),
             self.net.scratch_dir("csi-node").unwrap(),
-        ));
+        );
+        node.kubelet.root = self.kubelet.clone();
+        let driver = Arc::new(node);
         // Controller and node in one process, as csi-sanity expects of one socket.
         let services = Services {
             identity: IdentityService::new(true, driver.ready.clone()),
@@ -172,8 +185,14 @@ async fn csi_sanity_passes_against_real_gluster() {
     let report = dir.join("junit.xml");
     let out = tokio::process::Command::new(csi_sanity())
         .arg(format!("-csi.endpoint=unix://{}", env.socket.display()))
-        .arg(format!("-csi.stagingdir={}", dir.join("staging").display()))
-        .arg(format!("-csi.mountdir={}", dir.join("target").display()))
+        .arg(format!(
+            "-csi.stagingdir={}",
+            env.kubelet.join("plugins/sanity-staging").display()
+        ))
+        .arg(format!(
+            "-csi.mountdir={}",
+            env.kubelet.join("pods/sanity-target").display()
+        ))
         .arg(format!(
             "-csi.testvolumeparameters={}",
             dir.join("params.yaml").display()
@@ -371,10 +390,70 @@ async fn rwx_quota_expansion_deletion_and_capacity() {
         bad.message()
     );
 
+    // Larger than the pool can ever hold: refused at creation, and as an expansion.
+    let huge = csi::CapacityRange {
+        required_bytes: 1 << 60,
+        limit_bytes: 0,
+    };
+    let refused = ctrl
+        .create_volume(csi::CreateVolumeRequest {
+            name: "pvc-huge".into(),
+            capacity_range: Some(huge),
+            ..create.clone()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::OutOfRange, "{refused:?}");
+    assert!(refused.message().contains("can ever hold"), "{refused:?}");
+    let refused = ctrl
+        .controller_expand_volume(csi::ControllerExpandVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            capacity_range: Some(huge),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::OutOfRange, "{refused:?}");
+
+    // The node plugin mounts only under the kubelet's directories: a target elsewhere (the
+    // plugin's own /etc) or a staging path outside plugins/ is refused, naming the field.
+    let staging = env
+        .kubelet
+        .join("plugins/kubernetes.io/csi/pv-rwx/globalmount");
+    let targets = [
+        env.kubelet.join("pods/pod-a/volumes/pv-rwx/mount"),
+        env.kubelet.join("pods/pod-b/volumes/pv-rwx/mount"),
+    ];
+    let outside = node
+        .node_stage_volume(csi::NodeStageVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            staging_target_path: env.kubelet.join("pods/x/globalmount").display().to_string(),
+            volume_capability: Some(rwx()),
+            volume_context: vol.volume_context.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(outside.code(), tonic::Code::InvalidArgument, "{outside:?}");
+    assert!(
+        outside.message().contains("staging_target_path"),
+        "{outside:?}"
+    );
+    let outside = node
+        .node_publish_volume(csi::NodePublishVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            staging_target_path: staging.display().to_string(),
+            target_path: "/etc".into(),
+            volume_capability: Some(rwx()),
+            volume_context: vol.volume_context.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(outside.code(), tonic::Code::InvalidArgument, "{outside:?}");
+    assert!(outside.message().contains("target_path"), "{outside:?}");
+
     // Stage once, publish twice (two pods): each sees the other's writes.
-    let base = env.net.scratch_dir("kubelet").unwrap();
-    let staging = base.join("staging");
-    let targets = [base.join("pod-a"), base.join("pod-b")];
     stage_and_publish(&mut node, &vol, &staging, &targets).await;
     std::fs::write(targets[0].join("from-a"), b"hello from a").unwrap();
     std::fs::write(targets[1].join("from-b"), b"hello from b").unwrap();
@@ -559,9 +638,10 @@ async fn restarted_plugin_reports_and_repairs_broken_mounts() {
         .into_inner()
         .volume
         .unwrap();
-    let base = env.net.scratch_dir("kubelet-survive").unwrap();
-    let staging = base.join("staging");
-    let target = base.join("pod");
+    let staging = env
+        .kubelet
+        .join("plugins/kubernetes.io/csi/pv-survive/globalmount");
+    let target = env.kubelet.join("pods/pod-s/volumes/pv-survive/mount");
     stage_and_publish(&mut node, &vol, &staging, std::slice::from_ref(&target)).await;
     let before = gk_testenv::test_data(5, 3 << 20);
     std::fs::write(target.join("before"), &before).unwrap();

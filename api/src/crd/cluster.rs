@@ -47,6 +47,11 @@ pub struct GlusterClusterSpec {
     /// Tolerations of the brick pods, so they can run on tainted storage nodes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
+    #[x_kube(validation = Rule::new("self.all(t, !has(t.effect) || t.effect in ['', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'])").message("a toleration's effect must be NoSchedule, PreferNoSchedule or NoExecute"))]
+    #[x_kube(validation = Rule::new("self.all(t, !has(t.operator) || t.operator in ['', 'Exists', 'Equal'])").message("a toleration's operator must be Exists or Equal"))]
+    #[x_kube(validation = Rule::new("self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || t.value == '')").message("a toleration with operator Exists takes no value"))]
+    #[x_kube(validation = Rule::new("self.all(t, (has(t.key) && t.key != '') || (has(t.operator) && t.operator == 'Exists'))").message("a toleration without a key must use operator Exists"))]
+    #[x_kube(validation = Rule::new("self.all(t, !has(t.tolerationSeconds) || (has(t.effect) && t.effect == 'NoExecute'))").message("tolerationSeconds goes only with effect NoExecute"))]
     pub tolerations: Vec<Toleration>,
 
     /// The tuning profile of this cluster's volumes unless a GlusterVolume names its own.
@@ -74,6 +79,7 @@ pub struct GlusterClusterSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32), inner(length(min = 9, max = 18)))]
     #[x_kube(validation = Rule::new("self.all(c, isCIDR(c) && cidr(c).ip().family() == 4)").message("every entry must be an IPv4 CIDR such as 10.0.0.0/16"))]
+    #[x_kube(validation = Rule::new("self.all(c, !isCIDR(c) || cidr(c).prefixLength() >= 8)").message("a client network must have a prefix of at least /8: volumes are never open to every address"))]
     pub client_networks: Vec<String>,
 }
 
@@ -135,14 +141,17 @@ pub struct NodeStorage {
     /// filesystem it is formatted as XFS with 512-byte inodes (room for gluster's extended
     /// attributes). A device holding any other filesystem is refused, never formatted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 6, max = 4096))]
-    #[x_kube(validation = Rule::new("self.startsWith('/dev/') && !self.contains('/../')").message("must be a device path under /dev/"))]
+    #[schemars(length(min = 6, max = 512))]
+    #[x_kube(validation = Rule::new("self.startsWith('/dev/') && !self.contains('/../') && !self.endsWith('/..') && !self.contains('/./') && !self.endsWith('/.') && !self.contains('//')").message("must be a device path under /dev/ without . or .. components"))]
+    #[x_kube(validation = Rule::new("!self.matches('[[:cntrl:]]')").message("must not contain control characters"))]
     pub device: Option<String>,
     /// An existing directory on the node, for example /var/lib/glusterkube. Prefer a
     /// dedicated XFS filesystem: gluster refuses bricks on the root filesystem.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 2, max = 4096))]
-    #[x_kube(validation = Rule::new("self.startsWith('/') && self != '/' && !self.contains('/../') && !self.endsWith('/..')").message("must be an absolute directory path other than /"))]
+    #[schemars(length(min = 2, max = 512))]
+    #[x_kube(validation = Rule::new("self.startsWith('/') && self != '/' && !self.contains('/../') && !self.endsWith('/..') && !self.contains('/./') && !self.endsWith('/.') && !self.contains('//')").message("must be an absolute directory path other than /, without . or .. components"))]
+    #[x_kube(validation = Rule::new("!self.matches('[[:cntrl:]]')").message("must not contain control characters"))]
+    #[x_kube(validation = Rule::new("!(self.endsWith('/') ? self.substring(0, size(self) - 1) : self).matches('^/(etc|usr|bin|sbin|lib|lib32|lib64|libx32|boot|dev|proc|sys|run|var|var/lib|var/run|var/log|var/lib/kubelet|var/lib/glusterd|var/lib/containerd|var/lib/docker|root|home|tmp|opt|srv|mnt|media)$') && !self.matches('^/(etc|usr|bin|sbin|lib|lib32|lib64|libx32|boot|dev|proc|sys|run|var/run|var/lib/kubelet|var/lib/glusterd|var/lib/containerd|var/lib/docker)/')").message("must not be a system directory or lie under one (/etc, /usr, /dev, /proc, /sys, /run, /boot, the kubelet's or glusterd's state, ...); use a directory of its own such as /var/lib/glusterkube or a mounted XFS filesystem"))]
     pub directory: Option<String>,
 }
 

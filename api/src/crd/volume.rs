@@ -77,6 +77,8 @@ pub struct GlusterVolumeSpec {
     /// in whole sets; raising it adds sets and rebalances. Refused when the cluster's nodes
     /// cannot hold it. With explicit bricks, it only informs the CSI driver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = at_most_64)]
+    #[x_kube(validation = Rule::new("isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))").message("size must be a Kubernetes quantity greater than 0, such as 100Gi or 500G (not 100GB)"))]
     pub size: Option<Quantity>,
 
     /// The tuning profile. Defaults to the cluster's defaultProfile.
@@ -86,14 +88,30 @@ pub struct GlusterVolumeSpec {
     /// Gluster volume options (`gluster volume set`), applied over the profile. Keys are
     /// gluster's option names, for example performance.cache-size; unknown keys are refused.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("maxProperties" = 128))]
+    #[schemars(extend("maxProperties" = 128), transform = values_at_most_1024)]
     #[x_kube(validation = Rule::new("self.all(k, k.matches('^[a-z][a-z0-9-]*(\\\\.[a-z0-9][a-z0-9_-]*)+$') && size(self[k]) > 0 && size(self[k]) <= 1024)").message("option keys are gluster option names like performance.cache-size, with non-empty values of at most 1024 characters"))]
+    #[x_kube(validation = Rule::new("self.all(k, !self[k].matches('[[:cntrl:]]'))").message("option values must not contain newlines or other control characters"))]
     pub options: BTreeMap<String, String>,
 
     /// What happens to the data when this resource is deleted. Retain (the default) stops and
     /// deletes the gluster volume but keeps the brick directories; Delete removes them too.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+}
+
+/// Option values are bounded, so the apiserver can bound the cost of the rules over them.
+fn values_at_most_1024(schema: &mut schemars::Schema) {
+    if let Some(values) = schema
+        .get_mut("additionalProperties")
+        .and_then(|v| v.as_object_mut())
+    {
+        values.insert("maxLength".into(), 1024.into());
+    }
+}
+
+/// A quantity is short; bounding it bounds the cost of its admission rule.
+fn at_most_64(schema: &mut schemars::Schema) {
+    schema.insert("maxLength".into(), 64.into());
 }
 
 /// How a volume spreads data over its bricks.

@@ -64,6 +64,7 @@ impl<P: PoolResolver> ControllerService<P> {
         let _guard = self.locks.try_lock(&id.to_string())?;
         tracing::info!(name = %req.name, volume_id = %id, bytes, "CreateVolume");
         let mut pool = self.pools.resolve(&pool_key).await?;
+        pool.check_fits(&pool_key, bytes).await?;
         pool.create_dir(&pool_key, &dir, bytes).await?;
         Ok(Response::new(csi::CreateVolumeResponse {
             volume: Some(csi::Volume {

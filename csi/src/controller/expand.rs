@@ -41,6 +41,7 @@ impl<P: PoolResolver> ControllerService<P> {
         };
         let size = bytes.max(current);
         if size > current {
+            p.check_fits(pool, size).await?;
             p.expand_dir(pool, dir, size).await?;
         }
         // The quota applies on the server; mounted pods see the new size without a node step.

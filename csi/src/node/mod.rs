@@ -21,6 +21,7 @@ pub use stats::health;
 
 use crate::locks::OpLocks;
 use crate::mount::{self, MountSource, Mounter};
+use crate::request::KubeletDirs;
 use crate::state::{StagedVolume, StateDir};
 use crate::TOPOLOGY_KEY;
 
@@ -38,6 +39,8 @@ pub struct NodeService {
     /// Where the FUSE clients read the plugin's gluster certificate (OpenSSL's directory),
     /// as seen by this process; None when the clients cannot read it (they run on the host).
     pub tls_dir: Option<PathBuf>,
+    /// The kubelet's directories, where alone this plugin mounts.
+    pub kubelet: KubeletDirs,
     locks: OpLocks,
     state: StateDir,
 }
@@ -51,6 +54,7 @@ impl NodeService {
             dir,
             ready: Arc::new(AtomicBool::new(true)),
             tls_dir: Some(PathBuf::from("/usr/lib/ssl")),
+            kubelet: KubeletDirs::default(),
             locks: OpLocks::default(),
         }
     }
@@ -105,6 +109,45 @@ impl NodeService {
                 self.dir.display()
             ))
         })
+    }
+}
+
+impl NodeService {
+    /// Whether this plugin's own files answer: its state directory takes a write, and no
+    /// FUSE mount covers the directories it runs from. Blocking; a hung mount makes it hang,
+    /// which the caller's timeout turns into a failed liveness probe.
+    pub fn self_check(&self) -> Result<(), String> {
+        let probe = self.dir.join(".liveness");
+        std::fs::create_dir_all(&self.dir)
+            .and_then(|()| std::fs::write(&probe, b"ok"))
+            .and_then(|()| std::fs::File::open(&probe)?.sync_all())
+            .and_then(|()| std::fs::remove_file(&probe))
+            .map_err(|e| {
+                format!(
+                    "the state directory {} takes no write: {e}",
+                    self.dir.display()
+                )
+            })?;
+        let own: Vec<PathBuf> = ["/", "/etc", "/usr", "/bin", "/lib"]
+            .into_iter()
+            .map(PathBuf::from)
+            .chain(self.tls_dir.clone())
+            .chain(std::iter::once(self.dir.clone()))
+            .collect();
+        let table = mount::reattach::own_mounts().map_err(|e| e.to_string())?;
+        if let Some(m) = table
+            .iter()
+            .find(|m| m.fs_type.starts_with("fuse") && own.contains(&m.mount_point))
+        {
+            return Err(format!(
+                "a FUSE mount covers the plugin's own {}; restart the plugin",
+                m.mount_point.display()
+            ));
+        }
+        for p in &own {
+            nix::sys::statvfs::statvfs(p.as_path()).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+        Ok(())
     }
 }
 
@@ -202,5 +245,23 @@ impl csi::node_server::Node for NodeService {
                 segments: HashMap::from([(TOPOLOGY_KEY.to_string(), self.node_id.clone())]),
             }),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn self_check_fails_when_the_state_directory_takes_no_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = NodeService::new("n".into(), Mounter::default(), dir.path().join("state"));
+        node.self_check().unwrap();
+        // The state "directory" is a file: nothing can be written under it.
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let broken = NodeService::new("n".into(), Mounter::default(), file.join("state"));
+        let e = broken.self_check().unwrap_err();
+        assert!(e.contains("takes no write"), "{e}");
     }
 }

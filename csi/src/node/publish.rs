@@ -6,7 +6,7 @@ use tonic::{Request, Response, Status};
 
 use super::{NodeService, Reply};
 use crate::mount;
-use crate::request::{invalid, mount_err, mount_flags, path_arg};
+use crate::request::{invalid, mount_err, mount_flags};
 use crate::state::Published;
 
 impl NodeService {
@@ -18,8 +18,10 @@ impl NodeService {
         if req.volume_id.is_empty() {
             return Err(invalid("volume_id", "is required"));
         }
-        let target = path_arg("target_path", &req.target_path)?;
-        let staging = path_arg("staging_target_path", &req.staging_target_path)?;
+        let target = self.kubelet.target("target_path", &req.target_path)?;
+        let staging = self
+            .kubelet
+            .staging("staging_target_path", &req.staging_target_path)?;
         mount_flags(req.volume_capability.as_ref())?;
         let _guard = self.locks.try_lock(&req.volume_id)?;
         if !mount::is_mounted(&staging).map_err(mount_err)? {
@@ -79,7 +81,7 @@ impl NodeService {
         if req.volume_id.is_empty() {
             return Err(invalid("volume_id", "is required"));
         }
-        let target = path_arg("target_path", &req.target_path)?;
+        let target = self.kubelet.target("target_path", &req.target_path)?;
         let _guard = self.locks.try_lock(&req.volume_id)?;
         tracing::info!(volume_id = %req.volume_id, target = %target.display(), "NodeUnpublishVolume");
         mount::unmount(&target).map_err(mount_err)?;

@@ -6,7 +6,7 @@ use tonic::{Request, Response, Status};
 
 use super::{NodeService, Reply};
 use crate::mount;
-use crate::request::{context_tls, invalid, mount_err, mount_flags, mount_source, path_arg};
+use crate::request::{context_tls, invalid, mount_err, mount_flags, mount_source};
 use crate::state::StagedVolume;
 
 impl NodeService {
@@ -18,7 +18,9 @@ impl NodeService {
         if req.volume_id.is_empty() {
             return Err(invalid("volume_id", "is required"));
         }
-        let staging = path_arg("staging_target_path", &req.staging_target_path)?;
+        let staging = self
+            .kubelet
+            .staging("staging_target_path", &req.staging_target_path)?;
         let flags = mount_flags(req.volume_capability.as_ref())?;
         let source = mount_source(&req.volume_context)?;
         let tls = context_tls(&req.volume_context)?;
@@ -67,7 +69,9 @@ impl NodeService {
         if req.volume_id.is_empty() {
             return Err(invalid("volume_id", "is required"));
         }
-        let staging = path_arg("staging_target_path", &req.staging_target_path)?;
+        let staging = self
+            .kubelet
+            .staging("staging_target_path", &req.staging_target_path)?;
         let _guard = self.locks.try_lock(&req.volume_id)?;
         tracing::info!(volume_id = %req.volume_id, "NodeUnstageVolume");
         mount::unmount(&staging).map_err(mount_err)?;

@@ -18,7 +18,7 @@ impl NodeService {
         if req.volume_id.is_empty() {
             return Err(invalid("volume_id", "is required"));
         }
-        let path = mounted_path("volume_path", &req.volume_path)?;
+        let path = mounted_path(&self.kubelet, &req.volume_path)?;
         let st = nix::sys::statvfs::statvfs(&path)
             .map_err(|e| Status::internal(format!("statvfs {}: {e}", path.display())))?;
         let frag = st.fragment_size() as i64;
@@ -56,10 +56,17 @@ impl NodeService {
             return Err(invalid("volume_id", "is required"));
         }
         // The paths asked about, or else every target this plugin published the volume at.
-        let paths: Vec<PathBuf> = [&req.volume_publish_path, &req.staging_target_path]
+        let mut asked = Vec::new();
+        for (field, p) in [
+            ("volume_publish_path", &req.volume_publish_path),
+            ("staging_target_path", &req.staging_target_path),
+        ] {
+            if !p.is_empty() {
+                asked.push(self.kubelet.volume(field, p)?);
+            }
+        }
+        let paths: Vec<PathBuf> = asked
             .into_iter()
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
             .chain(
                 if req.volume_publish_path.is_empty() && req.staging_target_path.is_empty() {
                     self.state
@@ -100,7 +107,7 @@ impl NodeService {
         if req.volume_id.is_empty() {
             return Err(invalid("volume_id", "is required"));
         }
-        let path = mounted_path("volume_path", &req.volume_path)?;
+        let path = mounted_path(&self.kubelet, &req.volume_path)?;
         let st = nix::sys::statvfs::statvfs(&path)
             .map_err(|e| Status::not_found(format!("{}: {e}", path.display())))?;
         // Quotas are enforced by the bricks; the mount already shows the new size.

@@ -30,12 +30,4 @@ pub fn layout(spec: &GlusterVolumeSpec) -> Result<VolumeLayout, SpecError> {
     Ok(layout)
 }
 
-/// The layout of a volume as gluster reports it.
-pub fn layout_of(v: &gk_agent::proto::Volume) -> VolumeLayout {
-    VolumeLayout::from_counts(
-        v.replica_count,
-        v.arbiter_count,
-        v.disperse_count,
-        v.redundancy_count,
-    )
-}
+pub use gk_api::capacity::layout_of;
