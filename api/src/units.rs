@@ -8,39 +8,15 @@ pub struct QuantityError {
     pub value: String,
 }
 
-/// Bytes in a Kubernetes quantity such as `100Gi`, `1.5T` or `1073741824`; `field` names
-/// where it came from in the error.
+/// Bytes in a Kubernetes quantity such as `100Gi`, `1.5T` or `1073741824` (a fraction of a
+/// byte rounds up); `field` names where it came from in the error.
 pub fn quantity_bytes(field: &str, q: &str) -> Result<u64, QuantityError> {
-    let bad = || QuantityError {
-        field: field.to_string(),
-        value: q.to_string(),
-    };
-    let split = q.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(q.len());
-    let (number, suffix) = q.split_at(split);
-    let unit: f64 = match suffix {
-        "" => 1.0,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        _ => return Err(bad()),
-    };
-    let n: f64 = number
-        .parse()
-        .ok()
-        .filter(|n: &f64| n.is_finite() && *n >= 0.0)
-        .ok_or_else(bad)?;
-    let bytes = (n * unit).ceil();
-    if bytes >= u64::MAX as f64 {
-        return Err(bad());
+    let bytes = quantity_value(field, q)?.ceil();
+    if !(0.0..u64::MAX as f64).contains(&bytes) {
+        return Err(QuantityError {
+            field: field.to_string(),
+            value: q.to_string(),
+        });
     }
     Ok(bytes as u64)
 }
@@ -131,7 +107,8 @@ mod tests {
         assert_eq!(quantity_bytes("f", "1.5Ki").unwrap(), 1536);
         assert_eq!(quantity_bytes("f", "2G").unwrap(), 2_000_000_000);
         assert_eq!(quantity_bytes("f", "1073741824").unwrap(), 1 << 30);
-        for bad in ["", "Gi", "1Qi", "-1Gi", "1e9", "99999999999Ei"] {
+        assert_eq!(quantity_bytes("f", "1e9").unwrap(), 1_000_000_000);
+        for bad in ["", "Gi", "1Qi", "-1Gi", "100GB", "99999999999Ei"] {
             assert_eq!(
                 quantity_bytes("spec.size", bad).unwrap_err().field,
                 "spec.size",
