@@ -57,6 +57,10 @@ pub fn gluster_tls_secret(cluster: &str) -> String {
     format!("{cluster}-gluster-tls")
 }
 
+/// The CSI node plugins' gluster client certificate, in the operator's namespace (the chart
+/// installs the node plugin there, which mounts it, and so do its mount pods).
+pub const CSI_CLIENT_SECRET: &str = "glusterkube-csi-gluster-tls";
+
 /// FNV-1a, a stable hash for names (std's hasher may change between releases).
 pub fn stable_hash(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {

@@ -13,6 +13,7 @@ pub mod controller;
 pub mod identity;
 pub mod kube_pools;
 pub mod locks;
+pub mod mount_client;
 pub use gk_mount as mount;
 pub mod node;
 pub mod params;

@@ -11,12 +11,25 @@ use gk_csi::mount::Mounter;
 use gk_csi::node::NodeService;
 use gk_csi::server::Services;
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Mode {
     /// CreateVolume, DeleteVolume, expansion, capacity: one per cluster, beside csi-provisioner.
     Controller,
     /// Stage, publish and stats: one per node, in the node plugin DaemonSet.
     Node,
+    /// A mount pod: keeps one gluster client serving one staged volume (the node plugin
+    /// makes these pods, with GK_MOUNT_SPEC).
+    Mount,
+}
+
+/// Where the node plugin runs the gluster FUSE clients.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum FuseClients {
+    /// In a mount pod per staged volume: the clients outlive a restart or upgrade of the
+    /// plugin.
+    MountPods,
+    /// In the plugin's own container: they stop with it (for a plugin without API access).
+    InPlugin,
 }
 
 #[derive(Parser)]
@@ -42,13 +55,39 @@ struct Cli {
     /// plugins/ (staging) and pods/ (publishing) directories.
     #[arg(long, env = "GK_KUBELET_DIR", default_value = "/var/lib/kubelet")]
     kubelet_dir: PathBuf,
-    /// Run the gluster FUSE client in the host's namespaces (through nsenter into PID 1), so
-    /// mounts outlive the plugin container. Needs hostPID and a privileged container.
-    #[arg(long, env = "GK_MOUNT_ON_HOST")]
-    mount_on_host: bool,
+    /// Where the gluster FUSE clients run.
+    #[arg(
+        long,
+        env = "GK_FUSE_CLIENTS",
+        value_enum,
+        default_value = "mount-pods"
+    )]
+    fuse_clients: FuseClients,
+    /// The node plugin's namespace: mount pods run there, beside the client certificate.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "glusterkube-system")]
+    namespace: String,
+    /// The image of new mount pods (the gluster client version of volumes staged from now on).
+    #[arg(long, env = "GK_MOUNT_IMAGE", default_value = "")]
+    mount_image: String,
+    /// The mount pods' image pull policy.
+    #[arg(long, env = "GK_MOUNT_PULL_POLICY", default_value = "IfNotPresent")]
+    mount_pull_policy: String,
+    /// The mount pods' priority class; empty for none.
+    #[arg(long, env = "GK_MOUNT_PRIORITY_CLASS", default_value = "")]
+    mount_priority_class: String,
+    /// The mount pods' container resources, as Kubernetes JSON; empty for none.
+    #[arg(long, env = "GK_MOUNT_RESOURCES", default_value = "")]
+    mount_resources: String,
+    /// The Secret with the CSI node plugins' gluster certificate, mounted into mount pods of
+    /// TLS volumes.
+    #[arg(long, env = "GK_GLUSTER_TLS_SECRET", default_value = gk_api::names::CSI_CLIENT_SECRET)]
+    gluster_tls_secret: String,
+    /// What a mount pod mounts (JSON; set by the node plugin on the pods it makes).
+    #[arg(long, env = "GK_MOUNT_SPEC", default_value = "")]
+    mount_spec: String,
     /// How often the node plugin looks for mounts whose gluster client died (it also does at
     /// start-up, before it reports ready) and repairs them.
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=3600))]
     repair_interval_seconds: u64,
     /// The brick agents' port.
     #[arg(long, default_value_t = 24050)]
@@ -65,6 +104,11 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let cli = Cli::parse();
+    if cli.mode == Mode::Mount {
+        let spec = serde_json::from_str(&cli.mount_spec)
+            .context("GK_MOUNT_SPEC must hold the mount pod's spec as JSON")?;
+        return gk_csi::mount_client::run(spec).await;
+    }
     let path = PathBuf::from(
         cli.csi_endpoint
             .strip_prefix("unix://")
@@ -77,22 +121,20 @@ async fn main() -> anyhow::Result<()> {
             let client = kube::Client::try_default()
                 .await
                 .context("connecting to the Kubernetes API")?;
-            let pools = KubePools {
-                client,
-                agent_port: cli.agent_port,
-            };
+            let pools = KubePools::new(client, cli.agent_port);
             Services {
                 identity: IdentityService::new(true, Arc::new(AtomicBool::new(true))),
                 controller: Some(Arc::new(ControllerService::new(pools))),
                 node: None,
             }
         }
+        Mode::Mount => unreachable!("handled above"),
         Mode::Node => {
             anyhow::ensure!(
                 !cli.node_id.is_empty(),
                 "--node-id (or NODE_NAME) is required in node mode"
             );
-            let node = Arc::new(node_service(&cli));
+            let node = Arc::new(node_service(&cli).await?);
             // Not ready until mounts a previous plugin instance left are checked and repaired.
             node.ready.store(false, Ordering::Relaxed);
             let repairing = node.clone();
@@ -128,26 +170,43 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The node service, with its gluster clients run in the host's namespaces under
-/// --mount-on-host (where they have no TLS certificate to read).
-fn node_service(cli: &Cli) -> NodeService {
-    let mounter = if cli.mount_on_host {
-        Mounter {
-            wrapper: [
-                "nsenter", "--target", "1", "--mount", "--net", "--pid", "--uts", "--ipc", "--",
-            ]
-            .map(String::from)
-            .to_vec(),
-        }
-    } else {
-        Mounter::default()
-    };
-    let mut node = NodeService::new(cli.node_id.clone(), mounter, cli.state_dir.clone());
+/// The node service, with its gluster clients in mount pods (or in this container).
+async fn node_service(cli: &Cli) -> anyhow::Result<NodeService> {
+    let mut node = NodeService::new(
+        cli.node_id.clone(),
+        Mounter::default(),
+        cli.state_dir.clone(),
+    );
     node.kubelet.root = cli.kubelet_dir.clone();
-    if cli.mount_on_host {
+    if cli.fuse_clients == FuseClients::MountPods {
+        anyhow::ensure!(
+            !cli.mount_image.is_empty(),
+            "--mount-image (GK_MOUNT_IMAGE) is required with mount pods"
+        );
+        let client = kube::Client::try_default()
+            .await
+            .context("connecting to the Kubernetes API (mount pods need it)")?;
+        let resources = (!cli.mount_resources.is_empty())
+            .then(|| serde_json::from_str(&cli.mount_resources))
+            .transpose()
+            .context("--mount-resources must be Kubernetes resources as JSON")?;
+        // The clients (and their certificate) are in the mount pods, not here.
         node.tls_dir = None;
+        node.mount_pods = Some(gk_csi::node::mount_pods::MountPods {
+            client,
+            namespace: cli.namespace.clone(),
+            node: cli.node_id.clone(),
+            image: cli.mount_image.clone(),
+            pull_policy: cli.mount_pull_policy.clone(),
+            kubelet_dir: cli.kubelet_dir.clone(),
+            tls_secret: cli.gluster_tls_secret.clone(),
+            priority_class: (!cli.mount_priority_class.is_empty())
+                .then(|| cli.mount_priority_class.clone()),
+            resources,
+            mount_timeout: std::time::Duration::from_secs(90),
+        });
     }
-    node
+    Ok(node)
 }
 
 async fn shutdown_signal() {

@@ -17,6 +17,10 @@ pub struct StagedVolume {
     /// Mounted with gluster's TLS (absent in records of older plugins: false).
     #[serde(default)]
     pub tls: bool,
+    /// The mount pod that runs the volume's gluster client, when one does (absent: the
+    /// plugin runs it itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount_pod: Option<String>,
     pub targets: Vec<Published>,
 }
 
@@ -117,6 +121,7 @@ mod tests {
             subdir: Some("pvc-1".into()),
             flags: vec![],
             tls: true,
+            mount_pod: None,
             targets: vec![Published {
                 path: "/t".into(),
                 readonly: true,

@@ -196,9 +196,8 @@ pub fn client_args(flags: &[String]) -> Result<Vec<String>, MountError> {
                 return Err(invalid(
                     "mount_flags",
                     format!(
-                        "{flag:?} is not supported on volumes of TLS clusters (the client is \
-                         started directly); use ro, acl, fopen-keep-cache, resolve-gids or \
-                         one of {} with a value",
+                        "{flag:?} is not supported (the gluster client is started directly); \
+                         use ro, acl, fopen-keep-cache, resolve-gids or one of {} with a value",
                         VALUE_OPTIONS.join(", ")
                     ),
                 ))
@@ -321,18 +320,9 @@ impl Mounter {
     ) -> Result<(), MountError> {
         let spec = source.spec()?;
         let mut words = self.wrapper.clone();
-        words.push("glusterfs".into());
-        words.extend(args);
-        words.extend(
-            source
-                .unique_servers()?
-                .iter()
-                .map(|s| format!("--volfile-server={s}")),
-        );
-        words.push(format!("--volfile-id={}", source.volume));
-        words.push(format!("--log-file={}", log_file.display()));
+        words.extend(client_words(source, target, log_file, args)?);
         let mut cmd = Command::new(&words[0]);
-        cmd.args(&words[1..]).arg(target).stdin(Stdio::null());
+        cmd.args(&words[1..]).stdin(Stdio::null());
         let out = cmd.output().await.map_err(MountError::Spawn)?;
         // The client daemonises before the kernel mount exists; wait for it as
         // mount.glusterfs does.
@@ -360,6 +350,51 @@ impl Mounter {
             log_file: log_file.to_path_buf(),
         })
     }
+}
+
+/// `glusterfs` with `args`, the volfile servers (no repeats), the volume and its log, and the
+/// mount point last (where [`fuse_clients`] finds it).
+fn client_words(
+    source: &MountSource,
+    target: &Path,
+    log_file: &Path,
+    args: Vec<String>,
+) -> Result<Vec<String>, MountError> {
+    // spec() validates the volume and subdirectory before they become arguments.
+    source.spec()?;
+    let mut words = vec!["glusterfs".to_string()];
+    words.extend(args);
+    words.extend(
+        source
+            .unique_servers()?
+            .iter()
+            .map(|s| format!("--volfile-server={s}")),
+    );
+    words.push(format!("--volfile-id={}", source.volume));
+    words.push(format!("--log-file={}", log_file.display()));
+    words.push(target.display().to_string());
+    Ok(words)
+}
+
+/// The command line of a FUSE client that stays in the foreground (`-N`) serving `source` on
+/// `target`, as a mount pod runs it: management TLS for TLS volumes, the subdirectory, and the
+/// `mount -o` style `flags` translated ([`client_args`]).
+pub fn foreground_client(
+    source: &MountSource,
+    target: &Path,
+    log_file: &Path,
+    flags: &[String],
+    tls: bool,
+) -> Result<Vec<String>, MountError> {
+    let mut args = vec!["-N".to_string()];
+    if tls {
+        args.push("--secure-mgmt=yes".into());
+    }
+    if let Some(sub) = &source.subdir {
+        args.push(format!("--subdir-mount=/{sub}"));
+    }
+    args.extend(client_args(flags)?);
+    client_words(source, target, log_file, args)
 }
 
 /// Bind-mounts `source` on `target`, read-only if asked (a second remount step, as the
@@ -566,6 +601,57 @@ mod tests {
             let e = f(&[bad]).unwrap_err().to_string();
             assert!(e.contains("mount_flags") && e.contains(bad), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_foreground_client_serves_the_mount_point_named_last() {
+        let source = MountSource {
+            servers: vec!["a".into(), "b".into(), "a".into()],
+            volume: "pool".into(),
+            subdir: Some("pvc-1".into()),
+        };
+        let words = foreground_client(
+            &source,
+            Path::new("/var/lib/kubelet/plugins/x/globalmount"),
+            Path::new("/dev/stderr"),
+            &["ro".into()],
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            words,
+            [
+                "glusterfs",
+                "-N",
+                "--secure-mgmt=yes",
+                "--subdir-mount=/pvc-1",
+                "--read-only",
+                "--volfile-server=a",
+                "--volfile-server=b",
+                "--volfile-id=pool",
+                "--log-file=/dev/stderr",
+                "/var/lib/kubelet/plugins/x/globalmount",
+            ]
+        );
+        let plain = foreground_client(
+            &MountSource {
+                subdir: None,
+                ..source.clone()
+            },
+            Path::new("/m"),
+            Path::new("/dev/stderr"),
+            &[],
+            false,
+        )
+        .unwrap();
+        assert!(!plain
+            .iter()
+            .any(|w| w.contains("secure") || w.contains("subdir")));
+        let bad = MountSource {
+            subdir: Some("../etc".into()),
+            ..source
+        };
+        assert!(foreground_client(&bad, Path::new("/m"), Path::new("/l"), &[], false).is_err());
     }
 
     #[test]

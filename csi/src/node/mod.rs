@@ -2,6 +2,7 @@
 //! what the kubelet asks of them, and their repair. Each stage has a file of its own; this
 //! one holds the service's state and wires the stages to the gRPC trait.
 
+pub mod mount_pods;
 mod publish;
 mod repair;
 mod stage;
@@ -41,6 +42,9 @@ pub struct NodeService {
     pub tls_dir: Option<PathBuf>,
     /// The kubelet's directories, where alone this plugin mounts.
     pub kubelet: KubeletDirs,
+    /// Where the gluster clients run: in mount pods of their own (production), or, without
+    /// them, in this plugin's container.
+    pub mount_pods: Option<mount_pods::MountPods>,
     locks: OpLocks,
     state: StateDir,
 }
@@ -55,6 +59,7 @@ impl NodeService {
             ready: Arc::new(AtomicBool::new(true)),
             tls_dir: Some(PathBuf::from("/usr/lib/ssl")),
             kubelet: KubeletDirs::default(),
+            mount_pods: None,
             locks: OpLocks::default(),
         }
     }
@@ -75,9 +80,8 @@ impl NodeService {
         let Some(dir) = &self.tls_dir else {
             return Err(mount::MountError::Invalid {
                 field: "volume_context.tls",
-                reason: "the volume's cluster uses TLS, and this node plugin runs its gluster \
-                         clients on the host (--mount-on-host), which has no client \
-                         certificate; run the plugin without --mount-on-host"
+                reason: "the volume's cluster uses TLS, and this node plugin has no client \
+                         certificate directory (its clients run in mount pods)"
                     .into(),
             });
         };

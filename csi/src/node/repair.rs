@@ -55,6 +55,16 @@ impl NodeService {
                 continue;
             }
             if staging_dead {
+                if let (Some(pods), Some(_)) = (&self.mount_pods, &v.mount_pod) {
+                    // The mount pod starts its client again by itself; a pod that is gone
+                    // is made again. Targets are bound once the staging mount serves.
+                    if let Err(e) = pods.ensure(&v).await {
+                        report
+                            .failed
+                            .push(format!("{}: {}", v.volume_id, e.message()));
+                    }
+                    continue;
+                }
                 tracing::warn!(volume_id = %v.volume_id, staging = %v.staging.display(), "staging mount is broken; remounting");
                 let _ = nix::mount::umount2(&v.staging, nix::mount::MntFlags::MNT_DETACH);
                 let source = MountSource {

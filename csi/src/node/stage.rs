@@ -33,6 +33,10 @@ impl NodeService {
             subdir: source.subdir.clone(),
             flags: flags.clone(),
             tls,
+            mount_pod: self
+                .mount_pods
+                .as_ref()
+                .map(|p| super::mount_pods::pod_name(&p.node, &req.volume_id)),
             targets: self
                 .state
                 .load(&req.volume_id)
@@ -55,9 +59,13 @@ impl NodeService {
         tracing::info!(volume_id = %req.volume_id, staging = %staging.display(), "NodeStageVolume");
         // Recorded first: a plugin that dies mid-mount still knows the mount is its own.
         self.save(&record)?;
-        self.mount_volume(&source, &staging, &log, &flags, tls)
-            .await
-            .map_err(mount_err)?;
+        match &self.mount_pods {
+            Some(pods) => pods.mount(&record).await?,
+            None => self
+                .mount_volume(&source, &staging, &log, &flags, tls)
+                .await
+                .map_err(mount_err)?,
+        }
         Ok(Response::new(csi::NodeStageVolumeResponse {}))
     }
 
@@ -74,6 +82,11 @@ impl NodeService {
             .staging("staging_target_path", &req.staging_target_path)?;
         let _guard = self.locks.try_lock(&req.volume_id)?;
         tracing::info!(volume_id = %req.volume_id, "NodeUnstageVolume");
+        // The mount pod's client unmounts as it stops; what is left is detached below.
+        let recorded = self.state.load(&req.volume_id).ok().flatten();
+        if let (Some(pods), Some(_)) = (&self.mount_pods, recorded.and_then(|r| r.mount_pod)) {
+            pods.remove(&req.volume_id).await?;
+        }
         mount::unmount(&staging).map_err(mount_err)?;
         self.state
             .remove(&req.volume_id)

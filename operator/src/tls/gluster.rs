@@ -27,9 +27,7 @@ use crate::Error;
 
 /// The CA, in the operator's namespace.
 pub const CA_SECRET: &str = "glusterkube-gluster-ca";
-/// The CSI node plugins' client certificate, in the operator's namespace (the chart installs
-/// the node plugin there and mounts it at [`SSL_DIR`]).
-pub const CSI_CLIENT_SECRET: &str = "glusterkube-csi-gluster-tls";
+pub use gk_api::names::CSI_CLIENT_SECRET;
 /// Where Debian's gluster reads glusterfs.pem, .key and .ca: OpenSSL's directory, which is
 /// /usr/lib/ssl there, not the /etc/ssl gluster's documentation names.
 pub const SSL_DIR: &str = "/usr/lib/ssl";
