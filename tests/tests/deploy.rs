@@ -161,7 +161,7 @@ fn control_plane() -> ControlPlane {
 /// Operator's CRD, so it is only rendered, not applied).
 const ALL_OPTIONS: &[&str] = &[
     "--set",
-    "csi.node.mountOnHost=true",
+    "csi.node.updateStrategy=OnDelete",
     "--set",
     "imagePullSecrets[0].name=regcred",
     "--set",
@@ -361,8 +361,8 @@ fn check_rbac(text: &str, release: &str, ns: &str) {
     let roles = roles(&objects);
     assert_eq!(
         roles.len(),
-        3,
-        "operator and CSI controller ClusterRoles, the lease Role"
+        4,
+        "operator and CSI controller ClusterRoles, the lease Role, the mount pods' Role"
     );
     let mut rules = 0;
     for (role, subjects) in &roles {
@@ -450,18 +450,36 @@ fn check_rbac(text: &str, release: &str, ns: &str) {
         );
     }
 
-    // The node plugin has no API access at all.
-    let node_sa = format!("{full}-csi-node");
+    // The node plugin may only make, read and delete pods (its mount pods), in its own
+    // namespace; no ClusterRole binds it.
+    let node_sa = format!("{ns}/{full}-csi-node");
     for (role, subjects) in &roles {
-        assert!(
-            !subjects.contains(&format!("{ns}/{node_sa}")),
+        if !subjects.contains(&node_sa) {
+            continue;
+        }
+        assert_eq!(
+            role["kind"], "Role",
             "{} binds the node SA",
             role["metadata"]["name"]
         );
+        assert_eq!(role["metadata"]["namespace"], ns);
+        for rule in role["rules"].as_array().unwrap() {
+            assert_eq!(strings(&rule["resources"]), ["pods"], "{rule}");
+            for v in strings(&rule["verbs"]) {
+                assert!(["get", "create", "delete"].contains(&v), "{rule}");
+            }
+        }
     }
     let sa = objects
         .iter()
-        .find(|o| key(o) == ("ServiceAccount".into(), ns.into(), node_sa.clone()))
+        .find(|o| {
+            key(o)
+                == (
+                    "ServiceAccount".into(),
+                    ns.into(),
+                    format!("{full}-csi-node"),
+                )
+        })
         .expect("the node service account");
     assert_eq!(sa["automountServiceAccountToken"], false);
     let ds = objects
@@ -647,7 +665,37 @@ fn node_plugin_pod_is_what_a_kubelet_needs() {
         propagation("/var/lib/kubelet/plugins"),
         Some(json!("Bidirectional"))
     );
-    assert!(propagation("/dev/fuse").is_some(), "/dev/fuse is mounted");
+    // The plugin runs no FUSE client (mount pods do): no /dev/fuse, no certificate.
+    assert!(propagation("/dev/fuse").is_none(), "/dev/fuse is mounted");
+    assert!(
+        propagation("/usr/lib/ssl").is_none(),
+        "the certificate is mounted"
+    );
+    // Its API token is projected into gk-csi alone.
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    assert!(propagation("/var/run/secrets/kubernetes.io/serviceaccount").is_some());
+    for sidecar in [&containers[0], &containers[2]] {
+        assert!(
+            !sidecar.to_string().contains("api-token"),
+            "{sidecar} gets the token"
+        );
+    }
+    let env = |name: &str| {
+        plugin["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(env("GK_FUSE_CLIENTS"), Some(json!("mount-pods")));
+    assert_eq!(
+        env("GK_MOUNT_IMAGE"),
+        Some(json!(format!(
+            "ghcr.io/glusterkube/csi:{}",
+            env!("CARGO_PKG_VERSION")
+        )))
+    );
     // The registration socket path fits a unix socket (107 bytes) with room to spare.
     let registrar = &containers[0]["args"];
     let path = strings(registrar)
@@ -693,14 +741,29 @@ fn node_plugin_pod_is_what_a_kubelet_needs() {
         .find_map(|a| a.strip_prefix("--kubelet-registration-path="))
         .unwrap();
     assert!(path.len() <= 107, "{path} is {} bytes", path.len());
-    // hostPID: a restarted plugin re-attaches repaired mounts inside running containers.
+    // hostPID: the plugin sees its mount pods' clients, and re-attaches repaired mounts
+    // inside running containers.
     assert_eq!(spec["hostPID"], true);
-    let objects = docs(&render("gk", "ns", &["--set", "csi.node.mountOnHost=true"]).unwrap());
+    assert_eq!(ds_default_strategy(), json!("RollingUpdate"));
+    let objects = docs(
+        &render(
+            "gk",
+            "ns",
+            &[
+                "--set",
+                "csi.node.updateStrategy=OnDelete",
+                "--set",
+                "csi.mountPod.image.tag=next",
+            ],
+        )
+        .unwrap(),
+    );
     let ds = objects.iter().find(|o| o["kind"] == "DaemonSet").unwrap();
-    assert_eq!(ds["spec"]["template"]["spec"]["hostPID"], true);
+    assert_eq!(ds["spec"]["updateStrategy"], json!({"type": "OnDelete"}));
+    let plugin_env = ds["spec"]["template"]["spec"]["containers"][1]["env"].to_string();
     assert!(
-        strings(&ds["spec"]["template"]["spec"]["containers"][1]["args"])
-            .contains(&"--mount-on-host")
+        plugin_env.contains("ghcr.io/glusterkube/csi:next"),
+        "{plugin_env}"
     );
 
     let driver = docs(&render("gk", "ns", &[]).unwrap())
@@ -711,6 +774,13 @@ fn node_plugin_pod_is_what_a_kubelet_needs() {
     assert_eq!(driver["spec"]["attachRequired"], false);
     assert_eq!(driver["spec"]["podInfoOnMount"], false);
     assert_eq!(driver["spec"]["fsGroupPolicy"], "File");
+}
+
+/// The node plugin DaemonSet's update strategy type with the default values.
+fn ds_default_strategy() -> Value {
+    let objects = docs(&render("gk", "ns", &[]).unwrap());
+    let ds = objects.iter().find(|o| o["kind"] == "DaemonSet").unwrap();
+    ds["spec"]["updateStrategy"]["type"].clone()
 }
 
 /// Metric names a PromQL expression refers to.
@@ -1116,8 +1186,9 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
         as_service_account(cp, release_ns, &format!("{full}-csi-controller")).await;
     use gk_csi::backend::PoolResolver;
     let pools = gk_csi::kube_pools::KubePools {
-        client: csi.clone(),
-        agent_port: 24050,
+        // Nothing grows a volume here: the growth is not waited for.
+        wait: std::time::Duration::from_secs(1),
+        ..gk_csi::kube_pools::KubePools::new(csi.clone(), 24050)
     };
     pools.pools().await.expect("the CSI controller lists pools");
     let key = gk_csi::params::ObjectKey {
@@ -1132,10 +1203,14 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
             s.message()
         ),
     }
-    pools
-        .expand_dedicated(&key, 1 << 30)
-        .await
-        .expect("the CSI controller patches a GlusterVolume's size");
+    // The size is patched (the role allows it); no operator grows the volume here, so the
+    // call ends telling the resizer to call again.
+    let grown = pools.expand_dedicated(&key, 1 << 30).await.unwrap_err();
+    assert_eq!(grown.code(), tonic::Code::DeadlineExceeded, "{grown:?}");
+    assert!(
+        made(&csi_log, "PATCH", "glustervolumes/pool"),
+        "the CSI controller patches a GlusterVolume's size"
+    );
     let missing = gk_csi::params::ObjectKey {
         namespace: ns.clone(),
         name: "absent".into(),
@@ -1533,7 +1608,7 @@ fn chart_wires_flags_the_binaries_declare() {
             arg == "RUST_LOG" || main.contains(&format!("env = \"{arg}\""))
         }
     };
-    let objects = docs(&render("gk", "ns", &["--set", "csi.node.mountOnHost=true"]).unwrap());
+    let objects = docs(&render("gk", "ns", ALL_OPTIONS).unwrap());
     let mut checked = 0;
     for o in &objects {
         let Some(containers) = o

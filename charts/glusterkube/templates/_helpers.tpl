@@ -29,6 +29,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" $img.repository (default $root.Chart.AppVersion $img.tag) -}}
 {{- end -}}
 
+{{/* The mount pods' image: csi.mountPod.image, each part defaulting to the CSI image's. */}}
+{{- define "glusterkube.mountImage" -}}
+{{- $m := .Values.csi.mountPod.image -}}{{- $c := .Values.csi.image -}}
+{{- printf "%s:%s" (default $c.repository $m.repository) (default (default .Chart.AppVersion $c.tag) $m.tag) -}}
+{{- end -}}
+
 {{/* The node plugin's directory under the kubelet's plugins directory: its socket and state. */}}
 {{- define "glusterkube.pluginDir" -}}
 {{- printf "%s/plugins/%s" .Values.csi.node.kubeletDir (include "glusterkube.driverName" .) -}}
