@@ -78,7 +78,28 @@ pub trait PoolResolver: Send + Sync + 'static {
         }
     }
 
-    /// Records a dedicated volume's new size.
+    /// Every dedicated volume this driver made, for ListVolumes.
+    fn list_dedicated(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Vec<(ObjectKey, Dedicated)>, Status>> + Send {
+        async { Ok(Vec::new()) }
+    }
+
+    /// Bytes a new dedicated volume of `spec` could hold on its cluster.
+    fn dedicated_capacity(
+        &self,
+        spec: &Provisioning,
+    ) -> impl std::future::Future<Output = Result<u64, Status>> + Send {
+        let _ = spec;
+        async {
+            Err(Status::unimplemented(
+                "dedicated volumes need the Kubernetes API",
+            ))
+        }
+    }
+
+    /// Records a dedicated volume's new size and waits until the operator has grown the
+    /// volume to hold it (an error naming the reason when it refuses).
     fn expand_dedicated(
         &self,
         key: &ObjectKey,
@@ -100,7 +121,13 @@ pub struct Dedicated {
     pub servers: Vec<String>,
     pub bytes: u64,
     pub tls: bool,
+    /// The directory that holds the PV's data, with a quota of the PV's size (volumes made
+    /// before PVs had one mount the root).
+    pub subdir: Option<String>,
 }
+
+/// The directory of a dedicated volume that holds its PV, quota'd to the PV's size.
+pub const DEDICATED_DIR: &str = "pv";
 
 /// A fixed set of pools.
 #[derive(Clone, Default)]

@@ -18,6 +18,16 @@ use crate::params::{ObjectKey, Provisioning};
 /// call again (it retries with the same name, which finds the same volume).
 const READY_WAIT: Duration = Duration::from_secs(120);
 
+/// The label the driver puts on the GlusterVolumes it makes for dedicated PVs.
+fn is_dedicated(gv: &GlusterVolume) -> bool {
+    gv.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+        .map(String::as_str)
+        == Some(crate::DRIVER_NAME)
+}
+
 fn ready(gv: &GlusterVolume) -> Option<Dedicated> {
     let s = gv.status.as_ref()?;
     let ready = s
@@ -38,6 +48,7 @@ fn ready(gv: &GlusterVolume) -> Option<Dedicated> {
                 .and_then(|q| gk_api::units::quantity_bytes("spec.size", &q.0).ok())
                 .unwrap_or(0),
             tls: m.tls,
+            subdir: Some(crate::backend::DEDICATED_DIR.to_string()),
         }
     })
 }
@@ -54,6 +65,19 @@ fn not_ready_message(gv: &GlusterVolume) -> String {
 pub struct KubePools {
     pub client: kube::Client,
     pub agent_port: u16,
+    /// How long a dedicated volume's creation, deletion or growth is waited for before the
+    /// sidecar is told to call again.
+    pub wait: Duration,
+}
+
+impl KubePools {
+    pub fn new(client: kube::Client, agent_port: u16) -> Self {
+        Self {
+            client,
+            agent_port,
+            wait: READY_WAIT,
+        }
+    }
 }
 
 fn unavailable(pool: &ObjectKey, e: impl std::fmt::Display) -> Status {
@@ -123,6 +147,8 @@ impl PoolResolver for KubePools {
         let mut keys: Vec<ObjectKey> = list
             .items
             .into_iter()
+            // A dedicated PV's volume is no pool: its one directory is that PV.
+            .filter(|v| !is_dedicated(v))
             .filter(|v| v.status.as_ref().is_some_and(|s| s.mount.is_some()))
             .filter_map(|v| {
                 Some(ObjectKey {
@@ -216,7 +242,7 @@ impl PoolResolver for KubePools {
                     })?;
             }
         }
-        let deadline = Instant::now() + READY_WAIT;
+        let deadline = Instant::now() + self.wait;
         loop {
             let gv = api.get(&key.name).await.map_err(|e| unavailable(key, e))?;
             if let Some(d) = ready(&gv) {
@@ -249,7 +275,7 @@ impl PoolResolver for KubePools {
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
             Err(e) => return Err(unavailable(key, e)),
         }
-        let deadline = Instant::now() + READY_WAIT;
+        let deadline = Instant::now() + self.wait;
         loop {
             match api.get_opt(&key.name).await.map_err(|e| unavailable(key, e))? {
                 None => return Ok(()),
@@ -266,13 +292,109 @@ impl PoolResolver for KubePools {
 
     async fn expand_dedicated(&self, key: &ObjectKey, bytes: u64) -> Result<(), Status> {
         let api: Api<GlusterVolume> = Api::namespaced(self.client.clone(), &key.namespace);
-        api.patch(
-            &key.name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"size": bytes.to_string()}})),
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| unavailable(key, e))
+        let patched = api
+            .patch(
+                &key.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"size": bytes.to_string()}})),
+            )
+            .await
+            .map_err(|e| unavailable(key, e))?;
+        let generation = patched.metadata.generation;
+        let deadline = Instant::now() + self.wait;
+        loop {
+            let gv = api.get(&key.name).await.map_err(|e| unavailable(key, e))?;
+            let status = gv.status.as_ref();
+            let observed = status.and_then(|s| s.observed_generation) >= generation;
+            let holds = status
+                .and_then(|s| s.capacity.as_ref())
+                .is_some_and(|c| c.total_bytes.max(0) as u64 >= bytes);
+            if observed && holds {
+                return Ok(());
+            }
+            let refused = status.into_iter().flat_map(|s| &s.conditions).find(|c| {
+                observed
+                    && c.status == "False"
+                    && c.type_ == "Progressing"
+                    && (c.reason.ends_with("Refused") || c.reason == "InvalidSpec")
+            });
+            if let Some(c) = refused {
+                return Err(Status::failed_precondition(format!(
+                    "GlusterVolume {key} cannot grow to {bytes} bytes: {}: {}",
+                    c.reason, c.message
+                )));
+            }
+            if Instant::now() > deadline {
+                return Err(Status::deadline_exceeded(format!(
+                    "GlusterVolume {key} has not grown to {bytes} bytes yet ({}); the resizer \
+                     will call again",
+                    not_ready_message(&gv)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn list_dedicated(&self) -> Result<Vec<(ObjectKey, Dedicated)>, Status> {
+        let volumes: Api<GlusterVolume> = Api::all(self.client.clone());
+        let list = volumes
+            .list(&Default::default())
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let mut out: Vec<(ObjectKey, Dedicated)> = list
+            .items
+            .iter()
+            .filter(|v| is_dedicated(v))
+            .filter_map(|v| {
+                let key = ObjectKey {
+                    namespace: v.metadata.namespace.clone()?,
+                    name: v.metadata.name.clone()?,
+                };
+                Some((key, ready(v)?))
+            })
+            .collect();
+        out.sort_by_key(|(k, _)| k.to_string());
+        Ok(out)
+    }
+
+    async fn dedicated_capacity(&self, spec: &Provisioning) -> Result<u64, Status> {
+        let Provisioning::Dedicated {
+            cluster,
+            volume_type,
+            replica,
+            disperse_data,
+            disperse_redundancy,
+            ..
+        } = spec
+        else {
+            return Err(Status::invalid_argument(
+                "invalid parameters.mode: not dedicated",
+            ));
+        };
+        let clusters: Api<GlusterCluster> =
+            Api::namespaced(self.client.clone(), &cluster.namespace);
+        let gc = clusters
+            .get_opt(&cluster.name)
+            .await
+            .map_err(|e| unavailable(cluster, e))?
+            .ok_or_else(|| Status::not_found(format!("GlusterCluster {cluster} does not exist")))?;
+        let free = gc
+            .status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .map(|c| c.free_bytes.max(0) as u64)
+            .unwrap_or(0);
+        // The share of raw space that holds data: 1/replica for copies (an arbiter set holds
+        // one copy's worth per three bricks), data/(data+redundancy) for disperse.
+        let (data, set) = match volume_type.as_str() {
+            "Replicate" => (1, replica.unwrap_or(3).max(1) as u64),
+            "Arbiter" => (1, 3),
+            "Disperse" => {
+                let d = disperse_data.unwrap_or(2) as u64;
+                (d, d + disperse_redundancy.unwrap_or(1) as u64)
+            }
+            _ => (1, 1),
+        };
+        Ok(free / set * data)
     }
 }

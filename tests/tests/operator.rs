@@ -507,10 +507,8 @@ async fn csi_through_the_kubernetes_api(
     use tonic::Request;
 
     // The CSI controller as the chart's ServiceAccount.
-    let pools = gk_csi::kube_pools::KubePools {
-        client: csi_client.clone(),
-        agent_port: gk_testenv::kubelet::AGENT_PORT,
-    };
+    let pools =
+        gk_csi::kube_pools::KubePools::new(csi_client.clone(), gk_testenv::kubelet::AGENT_PORT);
     let driver = gk_csi::controller::ControllerService::new(pools);
     let cap = csi::VolumeCapability {
         access_type: Some(csi::volume_capability::AccessType::Mount(Default::default())),
@@ -584,7 +582,8 @@ async fn csi_through_the_kubernetes_api(
         .unwrap();
     assert_eq!(ded.volume_id, format!("dedicated/{ns}/pvc-ded"));
     assert_eq!(ded.volume_context["glusterVolume"], format!("{ns}-pvc-ded"));
-    assert!(!ded.volume_context.contains_key("subdir"));
+    // The PV's data is in a directory with a quota of its size.
+    assert_eq!(ded.volume_context["subdir"], "pv");
     let gv: Api<GlusterVolume> = Api::namespaced(client.clone(), ns);
     let made = gv.get("pvc-ded").await.unwrap();
     assert_eq!(
@@ -599,6 +598,11 @@ async fn csi_through_the_kubernetes_api(
         .expect("gluster volume");
     assert!(info.is_started());
     let brick = info.bricks[0].brick.path.clone();
+    assert_eq!(
+        brick_limit(&std::path::Path::new(&brick).join("pv")),
+        Some(1 << 30),
+        "the PV's directory carries its limit"
+    );
     // The same request again is the same volume; a different layout is a conflict.
     let again = driver
         .create_volume(Request::new(csi::CreateVolumeRequest {
@@ -625,6 +629,46 @@ async fn csi_through_the_kubernetes_api(
         .await
         .unwrap_err();
     assert_eq!(conflict.code(), tonic::Code::AlreadyExists, "{conflict:?}");
+    // Listed, and capacity is answered for the dedicated class.
+    let listed = driver
+        .list_volumes(Request::new(csi::ListVolumesRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        listed
+            .entries
+            .iter()
+            .any(|e| e.volume.as_ref().unwrap().volume_id == ded.volume_id),
+        "ListVolumes lists the dedicated PV"
+    );
+    let room = driver
+        .get_capacity(Request::new(csi::GetCapacityRequest {
+            parameters: params.clone(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(room.available_capacity > 0, "{room:?}");
+    // Expansion returns once the operator's volume holds the size, and raises the limit.
+    let grown = driver
+        .controller_expand_volume(Request::new(csi::ControllerExpandVolumeRequest {
+            volume_id: ded.volume_id.clone(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: 1536 << 20,
+                limit_bytes: 0,
+            }),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(grown.capacity_bytes, 1536 << 20);
+    assert_eq!(
+        brick_limit(&std::path::Path::new(&brick).join("pv")),
+        Some(1536 << 20)
+    );
     driver
         .delete_volume(Request::new(csi::DeleteVolumeRequest {
             volume_id: ded.volume_id.clone(),
@@ -643,6 +687,24 @@ async fn csi_through_the_kubernetes_api(
         !std::path::Path::new(&brick).exists(),
         "deletionPolicy Delete kept {brick}"
     );
+}
+
+/// The quota limit a brick stores for one of its directories (under gluster's versioned
+/// name for the attribute clients set).
+fn brick_limit(dir: &std::path::Path) -> Option<u64> {
+    let key = format!("{}.1", gk_agent::quota::LIMIT_XATTR);
+    let out = std::process::Command::new("getfattr")
+        .args(["-n", &key, "-e", "hex", "--absolute-names"])
+        .arg(dir)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hex = text.lines().find_map(|l| l.split_once("=0x"))?.1.trim();
+    let bytes: Vec<u8> = (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    gk_agent::quota::decode_limit(&bytes)
 }
 
 fn secret_files(s: &k8s_openapi::api::core::v1::Secret) -> TlsFiles {

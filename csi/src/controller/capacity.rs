@@ -1,7 +1,7 @@
 //! GetCapacity: what a new volume can still be promised.
 
 use csi_proto::v1 as csi;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response};
 
 use super::{ControllerService, Reply};
 use crate::backend::PoolResolver;
@@ -25,10 +25,13 @@ impl<P: PoolResolver> ControllerService<P> {
         } else {
             match Provisioning::from_parameters(&req.parameters).map_err(param_status)? {
                 Provisioning::Subdir { pool } => vec![pool],
-                Provisioning::Dedicated { .. } => {
-                    return Err(Status::unimplemented(
-                        "parameters.mode: capacity is reported for subdir pools; a dedicated volume gets new bricks",
-                    ))
+                dedicated @ Provisioning::Dedicated { .. } => {
+                    let free = self.pools.dedicated_capacity(&dedicated).await?;
+                    return Ok(Response::new(csi::GetCapacityResponse {
+                        available_capacity: free as i64,
+                        maximum_volume_size: Some(free as i64),
+                        minimum_volume_size: None,
+                    }));
                 }
             }
         };

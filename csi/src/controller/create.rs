@@ -5,7 +5,7 @@ use csi_proto::v1 as csi;
 use tonic::{Request, Response};
 
 use super::{ControllerService, Reply};
-use crate::backend::PoolResolver;
+use crate::backend::{PoolResolver, DEDICATED_DIR};
 use crate::params::{dir_for_name, ObjectKey, Provisioning, VolumeId};
 use crate::request::{check_capabilities, invalid, param_status, required_bytes, volume_context};
 
@@ -44,8 +44,11 @@ impl<P: PoolResolver> ControllerService<P> {
                     .pools
                     .create_dedicated(&key, &provisioning, bytes)
                     .await?;
-                let mut ctx = volume_context(&key, &d.volume, &d.servers, "", d.tls);
-                ctx.remove("subdir");
+                // The PV's data lives in a directory with a quota of its size, so `df` shows
+                // the PV's size and a write past it fails, as on a subdirectory PV.
+                let mut pool = self.pools.resolve(&key).await?;
+                pool.create_dir(&key, DEDICATED_DIR, bytes).await?;
+                let ctx = volume_context(&key, &d.volume, &d.servers, DEDICATED_DIR, d.tls);
                 return Ok(Response::new(csi::CreateVolumeResponse {
                     volume: Some(csi::Volume {
                         capacity_bytes: bytes as i64,

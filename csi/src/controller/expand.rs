@@ -5,7 +5,7 @@ use csi_proto::v1 as csi;
 use tonic::{Request, Response, Status};
 
 use super::{ControllerService, Reply};
-use crate::backend::PoolResolver;
+use crate::backend::{PoolResolver, DEDICATED_DIR};
 use crate::params::VolumeId;
 use crate::request::{invalid, required_bytes};
 
@@ -26,8 +26,15 @@ impl<P: PoolResolver> ControllerService<P> {
         let (pool, dir) = match &id {
             VolumeId::Subdir { pool, dir } => (pool, dir),
             VolumeId::Dedicated { volume } => {
-                // Recorded on the GlusterVolume; gluster grows by bricks, not by a number.
+                // The operator grows the volume (by bricks) to hold the new size; then the
+                // PV's directory may take it.
                 self.pools.expand_dedicated(volume, bytes).await?;
+                let mut p = self.pools.resolve(volume).await?;
+                if let Some(current) = p.limit_of(volume, DEDICATED_DIR).await? {
+                    if bytes > current {
+                        p.expand_dir(volume, DEDICATED_DIR, bytes).await?;
+                    }
+                }
                 return Ok(Response::new(csi::ControllerExpandVolumeResponse {
                     capacity_bytes: bytes as i64,
                     node_expansion_required: false,

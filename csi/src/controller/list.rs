@@ -46,6 +46,24 @@ impl<P: PoolResolver> ControllerService<P> {
                 });
             }
         }
+        for (key, d) in self.pools.list_dedicated().await? {
+            all.push(csi::Volume {
+                capacity_bytes: d.bytes as i64,
+                volume_id: VolumeId::Dedicated {
+                    volume: key.clone(),
+                }
+                .to_string(),
+                volume_context: volume_context(
+                    &key,
+                    &d.volume,
+                    &d.servers,
+                    d.subdir.as_deref().unwrap_or(""),
+                    d.tls,
+                ),
+                content_source: None,
+                accessible_topology: vec![],
+            });
+        }
         if start > all.len() {
             return Err(Status::aborted(format!(
                 "starting_token {start} is past the {} volumes",
