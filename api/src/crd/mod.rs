@@ -38,9 +38,60 @@ pub struct Capacity {
     pub total: String,
 }
 
-/// Every CRD this operator owns, in a stable order.
+/// Every CRD this operator owns, in a stable order, with descriptions that read as flowing
+/// sentences (`kubectl explain`).
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![GlusterCluster::crd(), GlusterVolume::crd()]
+    [GlusterCluster::crd(), GlusterVolume::crd()]
+        .into_iter()
+        .map(|crd| {
+            let mut v = serde_json::to_value(&crd).expect("a CRD serialises");
+            flow_descriptions(&mut v);
+            serde_json::from_value(v).expect("a CRD with reflowed descriptions")
+        })
+        .collect()
+}
+
+/// Joins the line breaks that doc comments carry into the schema's descriptions (they
+/// wrap at 100 columns, not at sentences), keeping paragraph breaks and list items.
+fn flow_descriptions(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                match child {
+                    serde_json::Value::String(text) if key == "description" => {
+                        *text = flow(text);
+                    }
+                    _ => flow_descriptions(child),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(flow_descriptions),
+        _ => {}
+    }
+}
+
+/// `text` with each paragraph on one line; a line that starts a list item stays its own.
+fn flow(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines().map(str::trim) {
+        let breaks = line.is_empty() || line.starts_with("- ") || line.starts_with("* ");
+        if out.is_empty() {
+            out.push_str(line);
+        } else if line.is_empty() {
+            if !out.ends_with("\n\n") {
+                out.push_str("\n\n");
+            }
+        } else if breaks || out.ends_with('\n') {
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(line);
+        } else {
+            out.push(' ');
+            out.push_str(line);
+        }
+    }
+    out.trim_end().to_string()
 }
 
 /// Where crdgen writes the CRDs, relative to the repository root: the plain manifests and
@@ -82,6 +133,21 @@ mod tests {
     fn from_yaml<T: serde::de::DeserializeOwned>(yaml: &str) -> Result<T, serde_json::Error> {
         let value: serde_json::Value = serde_yaml::from_str(yaml).expect("valid YAML");
         serde_json::from_value(value)
+    }
+
+    #[test]
+    fn descriptions_flow_as_sentences() {
+        assert_eq!(
+            flow("Usable capacity wanted, for\nexample 100Gi.\n\nSecond\nparagraph:\n- one\n- two"),
+            "Usable capacity wanted, for example 100Gi.\n\nSecond paragraph:\n- one\n- two"
+        );
+        let text = serde_json::to_string(&all()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let size = &v[1]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["size"]["description"];
+        let size = size.as_str().unwrap();
+        assert!(size.starts_with("Usable capacity wanted"), "{size}");
+        assert!(!size.contains('\n'), "{size}");
     }
 
     #[test]
