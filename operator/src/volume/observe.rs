@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use gk_agent::proto::{RejectedOption, VolumeRequest, VolumeStartRequest};
+use gk_agent::proto::{HealthRequest, RejectedOption, VolumeRequest, VolumeStartRequest};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterCluster, GlusterVolume};
 use kube::runtime::controller::Action;
@@ -17,6 +17,13 @@ use super::record::set_status;
 use super::status::{self, Next};
 use crate::context::Context;
 use crate::Error;
+
+/// How long gluster's brick status and heal counts may take. glusterd asks every peer, and
+/// waits for one that dropped off the network (no reset) until it gives the peer up, which
+/// takes minutes; status must say Degraded long before.
+const GLUSTER_WAIT: Duration = Duration::from_secs(15);
+/// How long a brick agent may take to answer a health probe when gluster did not answer.
+const PROBE_WAIT: Duration = Duration::from_secs(3);
 
 pub async fn run(
     gv: &GlusterVolume,
@@ -32,18 +39,18 @@ pub async fn run(
         .await?
         .ok_or_else(|| Error::NotReady(format!("volume {name} vanished")))?;
     let req = || VolumeRequest { name: name.into() };
-    let st = anchor
-        .client
-        .volume_status(req())
-        .await
-        .map_err(|s| Error::agent(&anchor.node, s))?
-        .into_inner();
-    let heal = if crate::plan::layout_of(&vol).set_size() > 1 {
-        anchor
-            .client
-            .heal_info(req())
+    let st = match tokio::time::timeout(GLUSTER_WAIT, anchor.client.volume_status(req())).await {
+        Ok(r) => Some(r.map_err(|s| Error::agent(&anchor.node, s))?.into_inner()),
+        Err(_) => {
+            tracing::warn!(volume = %name, "gluster volume status did not answer in time");
+            None
+        }
+    };
+    let heal = if st.is_some() && crate::plan::layout_of(&vol).set_size() > 1 {
+        tokio::time::timeout(GLUSTER_WAIT, anchor.client.heal_info(req()))
             .await
             .ok()
+            .and_then(|r| r.ok())
             .map(|r| r.into_inner())
     } else {
         None
@@ -56,11 +63,24 @@ pub async fn run(
         .map(|p| (p.address.clone(), p.node.clone()))
         .collect();
     nodes.extend(agents.iter().map(|a| (a.address.clone(), a.node.clone())));
-    let live: Vec<String> = agents.iter().map(|a| a.address.clone()).collect();
+    let mut live: Vec<String> = Vec::new();
+    for a in agents.iter_mut() {
+        // Gluster did not answer: the agents that answered at the start of this reconcile
+        // may have dropped off since, so they are asked again.
+        let answers = st.is_some()
+            || tokio::time::timeout(PROBE_WAIT, a.client.health(HealthRequest {}))
+                .await
+                .is_ok_and(|r| r.is_ok());
+        if answers {
+            live.push(a.address.clone());
+        }
+    }
+    let previous = gv.status.clone().unwrap_or_default();
     let outcome = status::compute(&status::Observed {
         name,
         volume: &vol,
-        bricks: &st,
+        bricks: st.as_ref(),
+        previous: &previous,
         heal: heal.as_ref(),
         nodes: &nodes,
         live: &live,

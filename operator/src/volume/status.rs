@@ -16,7 +16,11 @@ pub struct Observed<'a> {
     /// The gluster volume name.
     pub name: &'a str,
     pub volume: &'a Volume,
-    pub bricks: &'a VolumeStatusResponse,
+    /// Gluster's brick status; None when it did not answer in time (it asks every peer's
+    /// glusterd, and waits for one that dropped off the network until glusterd gives it up).
+    pub bricks: Option<&'a VolumeStatusResponse>,
+    /// The status written before, for what gluster did not answer this time.
+    pub previous: &'a GlusterVolumeStatus,
     /// Heal counts, for volumes that heal (replicate, arbiter, disperse) when gluster answered.
     pub heal: Option<&'a HealInfoResponse>,
     /// Storage node of each pool address (the cluster's last known peers and the live agents).
@@ -74,11 +78,22 @@ pub fn compute(o: &Observed) -> Outcome {
         .map(|b| {
             let (host, path) = b.split_once(':').unwrap_or((b.as_str(), ""));
             let h = o.heal.and_then(|h| h.bricks.iter().find(|x| &x.brick == b));
+            let online = match st {
+                Some(st) => st.bricks.iter().any(|s| &s.brick == b && s.online),
+                // Unanswered: online only if its node's agent answers and it was online.
+                None => {
+                    o.live.iter().any(|l| l == host)
+                        && o.previous
+                            .bricks
+                            .iter()
+                            .any(|p| p.host == host && p.path == path && p.online)
+                }
+            };
             BrickStatus {
                 node: o.nodes.get(host).cloned().unwrap_or_default(),
                 host: host.to_string(),
                 path: path.to_string(),
-                online: st.bricks.iter().any(|s| &s.brick == b && s.online),
+                online,
                 heal_pending: h.map(|h| h.pending as i64),
                 split_brain: h.map(|h| h.split_brain as i64),
             }
@@ -91,17 +106,35 @@ pub fn compute(o: &Observed) -> Outcome {
     let waiting_heal = pending.unwrap_or(0);
 
     let (progress, day2_degraded) = day2_status::conditions(o.day2);
-    let degraded: Option<(&str, String)> = if online < total {
+    let offline_list = || {
+        bricks
+            .iter()
+            .filter(|b| !b.online)
+            .map(|b| format!("{}:{}", b.host, b.path))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let degraded: Option<(&str, String)> = if st.is_none() && online < total {
+        Some((
+            "BricksUnreachable",
+            format!(
+                "{online} of {total} bricks reachable; the brick agents of {} do not answer and                  gluster's volume status did not answer in time (a node off the network?);                  check those nodes and their network",
+                offline_list()
+            ),
+        ))
+    } else if st.is_none() {
+        Some((
+            "StatusUnanswered",
+            format!(
+                "gluster's volume status of {name} did not answer in time although every                  brick agent answers; a glusterd may hold a transaction lock or not reach a                  peer; see the brick pods' glusterd logs"
+            ),
+        ))
+    } else if online < total {
         Some((
             "BricksOffline",
             format!(
                 "{online} of {total} bricks online; offline: {}",
-                bricks
-                    .iter()
-                    .filter(|b| !b.online)
-                    .map(|b| format!("{}:{}", b.host, b.path))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                offline_list()
             ),
         ))
     } else if split.unwrap_or(0) > 0 {
@@ -127,7 +160,7 @@ pub fn compute(o: &Observed) -> Outcome {
         && online > 0
         && degraded
             .as_ref()
-            .is_none_or(|(r, _)| *r != "BricksOffline" || online * 2 > total);
+            .is_none_or(|(r, _)| !r.starts_with("Bricks") || online * 2 > total);
     let mut conditions = vec![if ready {
         Desired::new(
             "Ready",
@@ -176,28 +209,36 @@ pub fn compute(o: &Observed) -> Outcome {
         )
     });
 
-    let (total_bytes, free_bytes) = gk_api::capacity::of_volume(vol, st);
+    let capacity = match st {
+        Some(st) => {
+            let (total_bytes, free_bytes) = gk_api::capacity::of_volume(vol, st);
+            Some(Capacity {
+                total_bytes: total_bytes as i64,
+                used_bytes: total_bytes.saturating_sub(free_bytes) as i64,
+                free_bytes: free_bytes as i64,
+                total: human_bytes(total_bytes),
+            })
+        }
+        None => o.previous.capacity.clone(),
+    };
     let status = GlusterVolumeStatus {
         volume_id: Some(vol.id.clone()),
         bricks_summary: Some(format!("{online}/{total}")),
         heal_pending: pending,
         split_brain: split,
-        capacity: Some(Capacity {
-            total_bytes: total_bytes as i64,
-            used_bytes: total_bytes.saturating_sub(free_bytes) as i64,
-            free_bytes: free_bytes as i64,
-            total: human_bytes(total_bytes),
-        }),
+        capacity,
         mount: mount_info(name, vol, o.tls),
         retired_bricks: o.day2.retired.clone(),
         resize: o.day2.resize.clone(),
         bricks,
         ..Default::default()
     };
-    let dead_on_live_nodes = status
-        .bricks
-        .iter()
-        .any(|b| !b.online && o.live.contains(&b.host));
+    // Restarted only on gluster's word, never on a guess.
+    let dead_on_live_nodes = st.is_some()
+        && status
+            .bricks
+            .iter()
+            .any(|b| !b.online && o.live.contains(&b.host));
     let migrating = status.resize.as_ref().is_some_and(|r| {
         matches!(
             r.phase,
@@ -314,6 +355,8 @@ mod tests {
         day2: Day2,
         rejected: Vec<RejectedOption>,
         live: Vec<String>,
+        answered: bool,
+        previous: GlusterVolumeStatus,
     }
 
     impl Case {
@@ -327,6 +370,8 @@ mod tests {
                 day2: Day2::default(),
                 rejected: vec![],
                 live: vec!["h0".into(), "h1".into(), "h2".into()],
+                answered: true,
+                previous: GlusterVolumeStatus::default(),
             }
         }
 
@@ -338,7 +383,8 @@ mod tests {
             compute(&Observed {
                 name: "ns-v",
                 volume: &self.vol,
-                bricks: &self.st,
+                bricks: self.answered.then_some(&self.st),
+                previous: &self.previous,
                 heal: self.heal.as_ref(),
                 nodes: &nodes,
                 live: &self.live,
@@ -409,6 +455,32 @@ mod tests {
         );
         // The dead bricks' nodes do not answer: nothing to restart there.
         assert_eq!(o.next, Next::Refresh);
+    }
+
+    #[test]
+    fn a_node_off_the_network_is_degraded_from_its_silent_agent() {
+        // gluster's status waits for the lost peer; what is known: h1's agent is silent.
+        let mut c = Case::new(&[true, true, true]);
+        c.previous = c.run().status;
+        c.answered = false;
+        c.heal = None;
+        c.live = vec!["h0".into(), "h2".into()];
+        let o = c.run();
+        assert_eq!(
+            summary(&o)[..2],
+            [(true, "Started".into()), (true, "BricksUnreachable".into())]
+        );
+        assert!(get(&o, "Degraded").message.contains("h1:/b/1"));
+        assert_eq!(o.status.bricks_summary.as_deref(), Some("2/3"));
+        assert_eq!(o.status.capacity, c.previous.capacity, "capacity is kept");
+        assert_eq!(o.next, Next::Refresh, "nothing is restarted on a guess");
+        // Every agent answers but gluster does not: said, not hidden.
+        c.live = vec!["h0".into(), "h1".into(), "h2".into()];
+        let o = c.run();
+        assert_eq!(summary(&o)[1], (true, "StatusUnanswered".into()));
+        // Two of three unreachable: not serving.
+        c.live = vec!["h0".into()];
+        assert_eq!(summary(&c.run())[0], (false, "NotServing".into()));
     }
 
     #[test]
