@@ -18,9 +18,9 @@ use super::status::{self, Next};
 use crate::context::Context;
 use crate::Error;
 
-/// How long gluster's brick status and heal counts may take. glusterd asks every peer, and
-/// waits for one that dropped off the network (no reset) until it gives the peer up, which
-/// takes minutes; status must say Degraded long before.
+/// How long gluster's brick status may take. glusterd asks every peer, and waits for one
+/// that dropped off the network (no reset) until it gives the peer up, which takes minutes;
+/// status must say Degraded long before.
 const GLUSTER_WAIT: Duration = Duration::from_secs(15);
 /// How long a brick agent may take to answer a health probe when gluster did not answer.
 const PROBE_WAIT: Duration = Duration::from_secs(3);
@@ -46,11 +46,16 @@ pub async fn run(
             None
         }
     };
+    // Heal counts come from glfsheal, which asks the bricks, not glusterd's peers: a lost
+    // brick costs it a ping timeout, but a long heal list takes minutes under load, and an
+    // answer abandoned would leave its glfsheal running. So it is not bounded; it is skipped
+    // when gluster's status did not answer (a node is lost, the counts would wait for it).
     let heal = if st.is_some() && crate::plan::layout_of(&vol).set_size() > 1 {
-        tokio::time::timeout(GLUSTER_WAIT, anchor.client.heal_info(req()))
+        anchor
+            .client
+            .heal_info(req())
             .await
             .ok()
-            .and_then(|r| r.ok())
             .map(|r| r.into_inner())
     } else {
         None
