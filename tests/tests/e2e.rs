@@ -179,9 +179,18 @@ async fn until<T>(
 /// the bridge, the in-memory image store: the next run imports the images again in seconds).
 struct Teardown;
 
+/// The StorageClasses the test makes (cluster-scoped: the demo's namespace does not take
+/// them along).
+const STORAGE_CLASSES: [&str; 2] = ["gk-e2e-dedicated", "gk-e2e-retain"];
+
 impl Drop for Teardown {
     fn drop(&mut self) {
         let root = repo_root();
+        let _ = ControlPlane::ensure().map(|cp| {
+            let mut args = vec!["delete", "storageclass", "--ignore-not-found"];
+            args.extend(STORAGE_CLASSES);
+            cp.kubectl(&args)
+        });
         let _ = Command::new("bash")
             .arg(root.join("demo.sh"))
             .arg("down")
@@ -223,7 +232,25 @@ fn node_of(path: &Path) -> String {
 }
 
 fn writer_pod(name: &str, claim: &str, script: &str) -> String {
+    workload_pod(name, &[(claim, "/data")], script)
+}
+
+/// A pod of the workload image on gk-node-1 running `script`, with each claim mounted at
+/// its path.
+fn workload_pod(name: &str, claims: &[(&str, &str)], script: &str) -> String {
     let script = script.replace('\n', "\n          ");
+    let mounts: Vec<String> = claims
+        .iter()
+        .enumerate()
+        .map(|(i, (_, path))| format!("{{name: v{i}, mountPath: {path}}}"))
+        .collect();
+    let volumes: Vec<String> = claims
+        .iter()
+        .enumerate()
+        .map(|(i, (claim, _))| {
+            format!("    - {{name: v{i}, persistentVolumeClaim: {{claimName: {claim}}}}}")
+        })
+        .collect();
     format!(
         r#"apiVersion: v1
 kind: Pod
@@ -240,12 +267,702 @@ spec:
       args:
         - |
           {script}
-      volumeMounts: [{{name: data, mountPath: /data}}]
+      volumeMounts: [{mounts}]
   volumes:
-    - {{name: data, persistentVolumeClaim: {{claimName: {claim}}}}}
+{volumes}
 "#,
+        mounts = mounts.join(", "),
+        volumes = volumes.join("\n"),
         version = env!("CARGO_PKG_VERSION"),
     )
+}
+
+/// Failed writes and the longest gap between completed writes of one volume in one window.
+#[derive(Debug, Default, Clone, Copy)]
+struct WriteStats {
+    failed: u32,
+    longest_gap_ms: u64,
+}
+
+/// What the steady writer saw during one event.
+struct EventReport {
+    name: &'static str,
+    subdir: WriteStats,
+    dedicated: WriteStats,
+}
+
+impl std::fmt::Display for EventReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: subdirectory PV {} failed writes, longest gap {} ms; dedicated PV {} failed \
+             writes, longest gap {} ms",
+            self.name,
+            self.subdir.failed,
+            self.subdir.longest_gap_ms,
+            self.dedicated.failed,
+            self.dedicated.longest_gap_ms
+        )
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// From the steady writer's log ("fail VOL AT ERR", "gap VOL FROM TO"): what happened to
+/// `volume` between `from` and `to` (epoch ms).
+fn stats_in(log: &str, volume: &str, from: u64, to: u64) -> WriteStats {
+    let mut s = WriteStats::default();
+    for line in log.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            ["fail", v, at, ..] if *v == volume => {
+                let at: u64 = at.parse().unwrap_or(0);
+                if (from..=to).contains(&at) {
+                    s.failed += 1;
+                }
+            }
+            ["gap", v, a, b] if *v == volume => {
+                let (a, b): (u64, u64) = (a.parse().unwrap_or(0), b.parse().unwrap_or(0));
+                // A gap overlapping the window counts for it.
+                if b >= from && a <= to {
+                    s.longest_gap_ms = s.longest_gap_ms.max(b - a);
+                }
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+/// The host pid of the gluster client serving `mount_point` (the mount pods run on this
+/// machine's nodes, so their processes are the host's).
+fn client_pid(mount_point: &str) -> Option<i32> {
+    gk_mount::fuse_client_pid(Path::new(mount_point))
+}
+
+/// The host pid of pod `name`'s first container, from node `node`'s containerd.
+fn pod_pid(k: &Cluster, name: &str, node: u8) -> u32 {
+    let id = k.kubectl(&[
+        "-n",
+        NS,
+        "get",
+        "pod",
+        name,
+        "-o",
+        "jsonpath={.status.containerStatuses[0].containerID}",
+    ]);
+    let id = id.trim_start_matches("containerd://").to_string();
+    let out = sh(
+        "bash",
+        &["tests/env/node.sh", "ctr", &node.to_string(), "tasks", "ls"],
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.first() == Some(&id.as_str())).then(|| w.get(1)?.parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("no task {id} of pod {name} on gk-node-{node}"))
+}
+
+/// Runs helm on the test's control plane, failing when it fails; returns its output.
+fn helm(k: &Cluster, args: &[&str]) -> String {
+    let out = Command::new(gk_testenv::deploy::helm().unwrap())
+        .args(args)
+        .env("KUBECONFIG", &k.cp.kubeconfig)
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The mount pod serving PersistentVolume `pv` and its spec as JSON.
+fn mount_pod_of(k: &Cluster, pv: &str) -> Option<Value> {
+    let handle = k.kubectl(&["get", "pv", pv, "-o", "jsonpath={.spec.csi.volumeHandle}"]);
+    let pods = k.json(&[
+        "-n",
+        RELEASE_NS,
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/component=mount",
+    ]);
+    pods["items"]
+        .as_array()?
+        .iter()
+        .find(|p| p["metadata"]["annotations"]["glusterkube.dev/volume-id"] == handle.as_str())
+        .cloned()
+}
+
+/// A pod writes 4 KiB with fsync every 50 ms to the subdirectory PV (`shared`) and to a
+/// dedicated PV, through five events: the CSI node plugin deleted, the CSI image upgraded
+/// with helm (the node plugin DaemonSet rolls), the release uninstalled and installed again,
+/// the gluster client of the subdirectory PV killed with SIGKILL, and a brick pod's link cut.
+/// Returns what the writer saw during each.
+async fn mounts_never_drop(k: &Cluster) -> Vec<EventReport> {
+    k.apply(&format!(
+        r#"apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {{name: gk-e2e-dedicated}}
+provisioner: gluster.glusterkube.dev
+parameters: {{mode: dedicated, cluster: {NS}/demo, type: Disperse, disperseData: "2", disperseRedundancy: "1", brickCount: "3"}}
+reclaimPolicy: Delete
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: dedicated, namespace: {NS}}}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: gk-e2e-dedicated
+  resources: {{requests: {{storage: 1Gi}}}}
+"#
+    ));
+    until(
+        "PVC dedicated Bound",
+        Duration::from_secs(240),
+        Duration::from_secs(1),
+        || {
+            (k.kubectl(&[
+                "-n",
+                NS,
+                "get",
+                "pvc",
+                "dedicated",
+                "-o",
+                "jsonpath={.status.phase}",
+            ]) == "Bound")
+                .then_some(())
+        },
+    )
+    .await;
+    let script = r#"loop() {
+  mkdir -p "$2"; i=0; ok=0; failed=0; last=$(date +%s%3N)
+  while [ ! -e /data/steady-stop ]; do
+    if err=$(dd if=/dev/urandom of="$2/f$i" bs=4k count=1 conv=fsync status=none 2>&1); then
+      now=$(date +%s%3N); [ $((now - last)) -gt 400 ] && echo "gap $1 $last $now"; last=$now; ok=$((ok + 1))
+      sha256sum "$2/f$i" >> "/tmp/sums-$1"
+    else
+      echo "fail $1 $(date +%s%3N) $err"; failed=$((failed + 1))
+    fi
+    i=$((i + 1)); sleep 0.05
+  done
+  sha256sum -c --quiet "/tmp/sums-$1" && echo "verified $1"
+  echo "done $1 ok=$ok failed=$failed"
+}
+loop subdir /data/steady & loop dedicated /ded/steady & wait"#;
+    k.apply(&workload_pod(
+        "steady-writer",
+        &[("shared", "/data"), ("dedicated", "/ded")],
+        script,
+    ));
+    running(k, "steady-writer").await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let pv_of = |claim: &str| {
+        k.kubectl(&[
+            "-n",
+            NS,
+            "get",
+            "pvc",
+            claim,
+            "-o",
+            "jsonpath={.spec.volumeName}",
+        ])
+    };
+    let (shared_pv, dedicated_pv) = (pv_of("shared"), pv_of("dedicated"));
+    // The gluster client serving each PV: the plugin's deletion, its upgrade and the
+    // release's uninstall must leave these very processes serving.
+    let clients = || {
+        [&shared_pv, &dedicated_pv].map(|pv| {
+            let pod = mount_pod_of(k, pv).expect("a mount pod per staged PV");
+            let staging = pod["metadata"]["annotations"]["glusterkube.dev/staging"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            client_pid(&staging)
+        })
+    };
+    let clients_before = clients();
+    assert!(
+        clients_before.iter().all(Option::is_some),
+        "{clients_before:?}"
+    );
+    // What the writer sees when nothing happens, for comparison.
+    let mut windows: Vec<(&'static str, u64, u64)> = Vec::new();
+    let start = now_ms();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    windows.push(("no event (baseline, 10 s)", start, now_ms()));
+    let node_plugin = || {
+        k.json(&[
+            "-n",
+            RELEASE_NS,
+            "get",
+            "pod",
+            "-l",
+            "app.kubernetes.io/component=csi-node",
+        ])
+    };
+    let ready_plugin = |v: &Value, not: &str| -> Option<String> {
+        v["items"].as_array()?.iter().find_map(|p| {
+            let ready = p["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            let name = p["metadata"]["name"].as_str()?;
+            (name != not && ready && p["metadata"]["deletionTimestamp"].is_null())
+                .then(|| name.to_string())
+        })
+    };
+
+    // a. The node plugin deleted.
+    let old = ready_plugin(&node_plugin(), "").expect("a ready node plugin");
+    let start = now_ms();
+    k.kubectl(&["-n", RELEASE_NS, "delete", "pod", &old, "--wait=false"]);
+    until(
+        "a new CSI node plugin Ready",
+        Duration::from_secs(180),
+        Duration::from_secs(1),
+        || ready_plugin(&node_plugin(), &old),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    windows.push(("CSI node plugin deleted", start, now_ms()));
+
+    // b. helm upgrade to another CSI image tag: the DaemonSet rolls. The same image under a
+    //    second tag, imported on every node, stands for a new release.
+    let version = env!("CARGO_PKG_VERSION");
+    let next = format!("{version}-next");
+    for n in 1..=3 {
+        let out = sh(
+            "bash",
+            &[
+                "tests/env/node.sh",
+                "ctr",
+                &n.to_string(),
+                "images",
+                "tag",
+                "--force",
+                &format!("ghcr.io/glusterkube/csi:{version}"),
+                &format!("ghcr.io/glusterkube/csi:{next}"),
+            ],
+        );
+        // Nodes 2 and 3 run no CSI pod and may lack the image; node 1 must have it.
+        assert!(
+            out.status.success() || n > 1,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let old_image = mount_pod_of(k, &shared_pv).expect("the shared PV's mount pod")["spec"]
+        ["containers"][0]["image"]
+        .clone();
+    let start = now_ms();
+    helm(
+        k,
+        &[
+            "upgrade",
+            "glusterkube",
+            "charts/glusterkube",
+            "-n",
+            RELEASE_NS,
+            "--reuse-values",
+            "--set",
+            &format!("csi.image.tag={next}"),
+            "--wait",
+            "--timeout",
+            "300s",
+        ],
+    );
+    until(
+        "the node plugin rolled to the new image",
+        Duration::from_secs(180),
+        Duration::from_secs(1),
+        || {
+            let v = node_plugin();
+            v["items"].as_array()?.iter().find(|p| {
+                p["metadata"]["deletionTimestamp"].is_null()
+                    && p["spec"]["containers"][1]["image"]
+                        .as_str()
+                        .is_some_and(|i| i.ends_with(&next))
+            })?;
+            ready_plugin(&v, "")
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    windows.push(("CSI image upgraded with helm", start, now_ms()));
+    // The running volume keeps its client (and client version) until it is next staged; a
+    // volume staged now gets the new one.
+    let kept_image = mount_pod_of(k, &shared_pv).expect("the shared PV's mount pod")["spec"]
+        ["containers"][0]["image"]
+        .clone();
+    assert_eq!(
+        kept_image, old_image,
+        "the running mount pod was left alone"
+    );
+    k.apply(&format!(
+        r#"apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: fresh, namespace: {NS}}}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: glusterkube-demo
+  resources: {{requests: {{storage: 1Gi}}}}
+"#
+    ));
+    k.apply(&writer_pod(
+        "fresh-reader",
+        "fresh",
+        "echo new > /data/new && cat /data/new && sleep 600",
+    ));
+    until(
+        "fresh-reader wrote its file",
+        Duration::from_secs(180),
+        Duration::from_secs(1),
+        || {
+            k.kubectl_ok(&["-n", NS, "logs", "fresh-reader"])
+                .filter(|l| l.contains("new"))
+        },
+    )
+    .await;
+    let fresh_pv = k.kubectl(&[
+        "-n",
+        NS,
+        "get",
+        "pvc",
+        "fresh",
+        "-o",
+        "jsonpath={.spec.volumeName}",
+    ]);
+    let fresh_image = mount_pod_of(k, &fresh_pv).expect("the fresh PV's mount pod")["spec"]
+        ["containers"][0]["image"]
+        .clone();
+    assert!(
+        fresh_image.as_str().is_some_and(|i| i.ends_with(&next)),
+        "a volume staged after the upgrade gets the new client: {fresh_image}"
+    );
+    k.kubectl(&["-n", NS, "delete", "pod", "fresh-reader", "--wait=false"]);
+
+    // c. helm uninstall while both PVs are published: the mount pods are not the release's,
+    //    so the running mounts serve on with no plugin, controller or operator on the machine.
+    //    The release comes back with the values it had, and its node plugin adopts the mounts.
+    let values = helm(
+        k,
+        &[
+            "get",
+            "values",
+            "glusterkube",
+            "-n",
+            RELEASE_NS,
+            "-o",
+            "yaml",
+        ],
+    );
+    let values_file =
+        std::env::temp_dir().join(format!("gk-e2e-values-{}.yaml", std::process::id()));
+    std::fs::write(&values_file, values).unwrap();
+    let start = now_ms();
+    helm(
+        k,
+        &[
+            "uninstall",
+            "glusterkube",
+            "-n",
+            RELEASE_NS,
+            "--wait",
+            "--timeout",
+            "120s",
+        ],
+    );
+    until(
+        "the node plugin gone",
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || node_plugin()["items"].as_array()?.is_empty().then_some(()),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    for pv in [&shared_pv, &dedicated_pv] {
+        let pod = mount_pod_of(k, pv).expect("mount pods outlive helm uninstall");
+        assert!(pod["metadata"]["deletionTimestamp"].is_null(), "{pod}");
+    }
+    let reinstalled = now_ms();
+    helm(
+        k,
+        &[
+            "install",
+            "glusterkube",
+            "charts/glusterkube",
+            "-n",
+            RELEASE_NS,
+            "-f",
+            values_file.to_str().unwrap(),
+            "--wait",
+            "--timeout",
+            "300s",
+        ],
+    );
+    let _ = std::fs::remove_file(&values_file);
+    until(
+        "the reinstalled node plugin Ready",
+        Duration::from_secs(180),
+        Duration::from_secs(1),
+        || ready_plugin(&node_plugin(), ""),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    windows.push((
+        "helm uninstall with PVs published, then install",
+        start,
+        now_ms(),
+    ));
+    eprintln!(
+        "e2e: the release was gone for {} ms while the writer wrote",
+        reinstalled - start
+    );
+    assert_eq!(
+        clients(),
+        clients_before,
+        "the same gluster clients serve both PVs after the plugin's deletion, its upgrade \
+         and the release's reinstall"
+    );
+
+    // d. The subdirectory PV's gluster client killed: its mount pod starts it again, the
+    //    plugin binds the target again, and the running writer (never restarted) writes on.
+    let pod = mount_pod_of(k, &shared_pv).expect("the shared PV's mount pod");
+    let staging = pod["metadata"]["annotations"]["glusterkube.dev/staging"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pid = client_pid(&staging).expect("the gluster client of the shared PV");
+    let start = now_ms();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    until(
+        "a new gluster client serving the shared PV",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || client_pid(&staging).filter(|p| *p != pid),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    windows.push(("gluster client killed (SIGKILL)", start, now_ms()));
+
+    // e. A brick host drops off the network: the link of gk-node-3's brick pod goes down
+    //    inside its network namespace (no reset reaches the clients) for 30 s. Replica 3 and
+    //    disperse 2+1 keep serving from the other two bricks; the volumes are Degraded, then
+    //    Ready again with nothing left to heal.
+    let dedicated_gv = k.kubectl(&[
+        "get",
+        "pv",
+        &dedicated_pv,
+        "-o",
+        "jsonpath={.spec.csi.volumeHandle}",
+    ]);
+    let dedicated_gv = dedicated_gv.rsplit('/').next().unwrap().to_string();
+    let brick_pid = pod_pid(k, "demo-gk-node-3-0", 3);
+    let link = |state: &str| {
+        let out = sh(
+            "nsenter",
+            &[
+                "-t",
+                &brick_pid.to_string(),
+                "-n",
+                "ip",
+                "link",
+                "set",
+                "eth0",
+                state,
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let start = now_ms();
+    link("down");
+    let mut saw_degraded = std::collections::BTreeSet::new();
+    let cut_for = Instant::now();
+    while cut_for.elapsed() < Duration::from_secs(30) {
+        for gv in ["pool", dedicated_gv.as_str()] {
+            if let Some(v) = k.json_opt(&["-n", NS, "get", "glustervolume", gv]) {
+                if k.condition(&v, "Degraded").as_deref() == Some("True") {
+                    saw_degraded.insert(gv.to_string());
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    link("up");
+    eprintln!("e2e: Degraded while gk-node-3's link was down: {saw_degraded:?}");
+    for gv in ["pool", dedicated_gv.as_str()] {
+        until(
+            &format!("GlusterVolume {gv} Ready again with nothing to heal"),
+            Duration::from_secs(300),
+            Duration::from_secs(1),
+            || {
+                let v = k.json(&["-n", NS, "get", "glustervolume", gv]);
+                let ok = k.condition(&v, "Ready").as_deref() == Some("True")
+                    && k.condition(&v, "Degraded").as_deref() == Some("False")
+                    && v["status"]["bricksSummary"] == "3/3"
+                    && v["status"]["healPending"].as_i64() == Some(0);
+                ok.then_some(())
+            },
+        )
+        .await;
+    }
+    windows.push(("brick pod's link cut for 30 s (no reset)", start, now_ms()));
+    assert_eq!(
+        saw_degraded.len(),
+        2,
+        "both volumes were Degraded while a brick was unreachable: {saw_degraded:?}"
+    );
+
+    k.kubectl(&[
+        "-n",
+        NS,
+        "exec",
+        "steady-writer",
+        "--",
+        "touch",
+        "/data/steady-stop",
+    ]);
+    let phase = until(
+        "the steady writer finished",
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+        || {
+            let p = k.pod_phase("steady-writer");
+            (p == "Succeeded" || p == "Failed").then_some(p)
+        },
+    )
+    .await;
+    let log = k.kubectl(&["-n", NS, "logs", "steady-writer"]);
+    assert_eq!(phase, "Succeeded", "{log}");
+    let restarts = k.kubectl(&[
+        "-n",
+        NS,
+        "get",
+        "pod",
+        "steady-writer",
+        "-o",
+        "jsonpath={.status.containerStatuses[0].restartCount}",
+    ]);
+    assert_eq!(restarts, "0", "the writer was never restarted");
+    for vol in ["subdir", "dedicated"] {
+        assert!(
+            log.contains(&format!("verified {vol}")),
+            "every file written to the {vol} PV reads back with its checksum: {log}"
+        );
+        let done = log
+            .lines()
+            .find(|l| l.starts_with(&format!("done {vol} ")))
+            .unwrap_or_else(|| panic!("the {vol} loop did not finish: {log}"));
+        let ok: u64 = done
+            .split("ok=")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(ok > 100, "{vol}: {done}");
+    }
+    let reports: Vec<EventReport> = windows
+        .iter()
+        .map(|(name, from, to)| EventReport {
+            name,
+            subdir: stats_in(&log, "subdir", *from, *to),
+            dedicated: stats_in(&log, "dedicated", *from, *to),
+        })
+        .collect();
+    let report = |name: &str| reports.iter().find(|r| r.name.starts_with(name)).unwrap();
+    // The plugin's deletion, its upgrade and the release's uninstall never touch a mount
+    // (the same clients serve, above; no failed write); a brick host gone costs a stall,
+    // never a failed write.
+    for name in [
+        "no event",
+        "CSI node plugin",
+        "CSI image",
+        "helm uninstall",
+        "brick pod",
+    ] {
+        let r = report(name);
+        assert_eq!((r.subdir.failed, r.dedicated.failed), (0, 0), "{r}\n{log}");
+    }
+    // Gaps are reported against the baseline: on 2 cores under this test's load a writer
+    // that nothing touches still waits up to about a second for the CPU now and then, so
+    // the bound here is loose (a mount that broke would fail writes, above, or stall for
+    // the seconds a remount takes).
+    for name in ["CSI node plugin", "CSI image", "helm uninstall"] {
+        let r = report(name);
+        assert!(
+            r.subdir.longest_gap_ms <= 3000 && r.dedicated.longest_gap_ms <= 3000,
+            "{r}\n{log}"
+        );
+    }
+    // The killed client's volume came back for the same writer (it wrote after the kill).
+    let last_write = log.lines().rev().find_map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        (w.first() == Some(&"gap") && w.get(1) == Some(&"subdir"))
+            .then(|| w.get(3)?.parse::<u64>().ok())
+            .flatten()
+    });
+    let (_, kill_from, _) = windows[4];
+    let killed = report("gluster client killed");
+    assert!(
+        killed.subdir.longest_gap_ms > 0 || last_write.is_some_and(|t| t > kill_from),
+        "{killed}"
+    );
+    dedicated_holds_its_size(k).await;
+    reports
+}
+
+/// The dedicated PV is its size to the workload: `df` shows it, and writing past it fails
+/// with "Disk quota exceeded" (or ENOSPC).
+async fn dedicated_holds_its_size(k: &Cluster) {
+    k.apply(&workload_pod(
+        "quota-filler",
+        &[("dedicated", "/ded")],
+        "df -k /ded | tail -1\ndd if=/dev/zero of=/ded/fill bs=1M count=1400 conv=fsync 2>&1 | tail -1\nrm -f /ded/fill",
+    ));
+    until(
+        "quota-filler finished",
+        Duration::from_secs(240),
+        Duration::from_secs(1),
+        || {
+            let p = k.pod_phase("quota-filler");
+            (p == "Succeeded" || p == "Failed").then_some(())
+        },
+    )
+    .await;
+    let log = k.kubectl(&["-n", NS, "logs", "quota-filler"]);
+    let size_kib: u64 = log
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        (1024 * 1024 * 95 / 100..=1024 * 1024).contains(&size_kib),
+        "df shows the dedicated PV's 1Gi: {log}"
+    );
+    assert!(
+        log.contains("Disk quota exceeded") || log.contains("No space left"),
+        "a write past 1Gi fails: {log}"
+    );
 }
 
 /// The pool's TLS, checked from outside the operator: its options as gluster reports them,
@@ -387,6 +1104,10 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     let cp = ControlPlane::ensure().unwrap();
     let k = Cluster { cp };
     let _teardown = Teardown;
+    // A run that failed may have left its StorageClasses (whose parameters cannot change).
+    let mut args = vec!["delete", "storageclass", "--ignore-not-found"];
+    args.extend(STORAGE_CLASSES);
+    k.kubectl(&args);
 
     // 1. The demo, unchanged except for a faster health refresh, so that a short outage shows
     //    in status. The images must be built before `cargo test` (tests/run.sh does): cargo
@@ -599,110 +1320,13 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     .await;
     eprintln!("e2e: unpullable image corrected, pool whole {fixed:?} after the bad image");
 
-    // 3. The CSI node plugin deleted during writes. The plugin runs the FUSE clients itself
-    //    (the chart's default, mountOnHost: false), so the mounts break with it; the restarted
-    //    plugin remounts the staging path, re-binds the published targets and re-attaches the
-    //    repaired mount inside the running container before it reports ready. The running
-    //    writer (never restarted) must write again and read its first file; it stops after
-    //    20 good writes in a row that follow a failure. A pod started after the repair must
-    //    read the earlier data and write too.
-    k.apply(&writer_pod(
-        "plugin-loss-writer",
-        "shared",
-        "mkdir -p /data/plugin-loss\nok=0; failed=0; tail=0; first_error=''; i=0\nwhile [ $i -lt 600 ]; do\n  if err=$(echo \"line $i\" 2>&1 > /data/plugin-loss/f$i); then ok=$((ok+1)); tail=$((tail+1)); else failed=$((failed+1)); tail=0; [ -n \"$first_error\" ] || first_error=\"$err\"; fi\n  i=$((i+1))\n  if [ $failed -gt 0 ] && [ $tail -ge 20 ]; then break; fi\n  sleep 0.5\ndone\necho \"first file: $(cat /data/plugin-loss/f0 2>&1)\"\necho \"writes ok=$ok failed=$failed good since the last failure=$tail first error: $first_error\"",
-    ));
-    running(&k, "plugin-loss-writer").await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let old_plugin = k.kubectl(&[
-        "-n",
-        RELEASE_NS,
-        "get",
-        "pod",
-        "-l",
-        "app.kubernetes.io/component=csi-node",
-        "-o",
-        "jsonpath={.items[0].metadata.name}",
-    ]);
-    let plugin_killed = Instant::now();
-    k.kubectl(&[
-        "-n",
-        RELEASE_NS,
-        "delete",
-        "pod",
-        &old_plugin,
-        "--wait=false",
-    ]);
-    let back = until(
-        "a new CSI node plugin Ready",
-        Duration::from_secs(180),
-        Duration::from_secs(1),
-        || {
-            let v = k.json(&[
-                "-n",
-                RELEASE_NS,
-                "get",
-                "pod",
-                "-l",
-                "app.kubernetes.io/component=csi-node",
-            ]);
-            v["items"].as_array()?.iter().find_map(|p| {
-                let ready = p["status"]["conditions"]
-                    .as_array()?
-                    .iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
-                (p["metadata"]["name"] != old_plugin.as_str() && ready)
-                    .then(|| plugin_killed.elapsed())
-            })
-        },
-    )
-    .await;
-    let phase = until(
-        "the plugin-loss writer finished",
-        Duration::from_secs(420),
-        Duration::from_secs(1),
-        || {
-            let p = k.pod_phase("plugin-loss-writer");
-            (p == "Succeeded" || p == "Failed").then_some(p)
-        },
-    )
-    .await;
-    let log = k.kubectl(&["-n", NS, "logs", "plugin-loss-writer"]);
-    let counts = log.lines().last().unwrap_or("").to_string();
-    eprintln!("e2e: CSI node plugin deleted: new plugin Ready after {back:?}; the running workload: {counts}");
-    assert_eq!(phase, "Succeeded", "{log}");
-    assert!(counts.starts_with("writes ok="), "{log}");
-    assert!(
-        log.contains("first file: line 0"),
-        "the running writer reads its first file after the repair: {log}"
-    );
-    assert!(
-        counts.contains("good since the last failure=20 "),
-        "the running writer writes again after the repair: {log}"
-    );
-    k.apply(&writer_pod(
-        "after-repair",
-        "shared",
-        "set -e\ntest -s /data/plugin-loss/f0\necho after > /data/plugin-loss/after\ncat /data/plugin-loss/after\ncat /data/alice.txt",
-    ));
-    let phase = until(
-        "after-repair finished",
-        Duration::from_secs(180),
-        Duration::from_secs(1),
-        || {
-            let p = k.pod_phase("after-repair");
-            (p == "Succeeded" || p == "Failed").then_some(p)
-        },
-    )
-    .await;
-    let log = k.kubectl(&["-n", NS, "logs", "after-repair"]);
-    assert_eq!(
-        phase, "Succeeded",
-        "a pod started after the repair reads and writes: {log}"
-    );
-    assert!(
-        log.contains("after") && log.contains("hello from alice"),
-        "{log}"
-    );
+    // 3. Mounts that never drop: a pod writes 4 KiB with fsync every 50 ms to the subdirectory
+    //    PV and to a dedicated PV while the CSI node plugin is deleted, the CSI image is
+    //    upgraded with helm, and a gluster client is killed. The clients run in mount pods.
+    let events = mounts_never_drop(&k).await;
+    for e in &events {
+        eprintln!("e2e: {e}");
+    }
 
     // 4. Online expansion of the bound PVC.
     k.merge_patch(
@@ -751,32 +1375,19 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         "df in the pod shows the expanded 2Gi limit: {df}"
     );
 
-    // 5. A dedicated-mode PVC gets a GlusterVolume of its own, which goes with the PVC
+    // 5. The dedicated PVC (step 3) has a GlusterVolume of its own, which goes with the PVC
     //    (reclaimPolicy Delete); a Retain PV of the subdirectory class keeps its data.
     k.apply(&format!(
         r#"apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata: {{name: gk-e2e-dedicated}}
-provisioner: gluster.glusterkube.dev
-parameters: {{mode: dedicated, cluster: {NS}/demo, type: Replicate, replica: "3", brickCount: "3"}}
-reclaimPolicy: Delete
----
-apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata: {{name: gk-e2e-retain}}
 provisioner: gluster.glusterkube.dev
 parameters: {{pool: {NS}/pool}}
 reclaimPolicy: Retain
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: dedicated, namespace: {NS}}}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: gk-e2e-dedicated
-  resources: {{requests: {{storage: 1Gi}}}}
----
-apiVersion: v1
+"#
+    ));
+    k.apply(&format!(
+        r#"apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {{name: kept, namespace: {NS}}}
 spec:
@@ -785,7 +1396,7 @@ spec:
   resources: {{requests: {{storage: 1Gi}}}}
 "#
     ));
-    for claim in ["dedicated", "kept"] {
+    for claim in ["kept"] {
         until(
             &format!("PVC {claim} Bound"),
             Duration::from_secs(240),
@@ -859,10 +1470,11 @@ spec:
         "kept-writer",
         "df-reader",
         "brick-loss-writer",
-        "plugin-loss-writer",
-        "after-repair",
+        "steady-writer",
+        "fresh-reader",
+        "quota-filler",
     ]);
-    k.kubectl(&["-n", NS, "delete", "pvc", "dedicated", "kept"]);
+    k.kubectl(&["-n", NS, "delete", "pvc", "dedicated", "kept", "fresh"]);
     until(
         "the dedicated GlusterVolume and its PV gone",
         Duration::from_secs(240),

@@ -208,10 +208,19 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(
-        info.options.get("network.ping-timeout").map(String::as_str),
-        Some("10")
-    );
+    let tuned = |key: &str| {
+        gk_operator::plan::profiles::TUNED
+            .iter()
+            .find(|o| o.key == key)
+            .map(|o| o.value)
+    };
+    for key in ["network.ping-timeout", "client.tcp-user-timeout"] {
+        assert_eq!(
+            info.options.get(key).map(String::as_str),
+            tuned(key),
+            "{key}"
+        );
+    }
     assert_eq!(
         info.options
             .get("performance.cache-size")
