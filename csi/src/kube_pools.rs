@@ -358,14 +358,8 @@ impl PoolResolver for KubePools {
     }
 
     async fn dedicated_capacity(&self, spec: &Provisioning) -> Result<u64, Status> {
-        let Provisioning::Dedicated {
-            cluster,
-            volume_type,
-            replica,
-            disperse_data,
-            disperse_redundancy,
-            ..
-        } = spec
+        let (Provisioning::Dedicated { cluster, .. }, Some((data, set))) =
+            (spec, spec.data_share())
         else {
             return Err(Status::invalid_argument(
                 "invalid parameters.mode: not dedicated",
@@ -384,17 +378,6 @@ impl PoolResolver for KubePools {
             .and_then(|s| s.capacity.as_ref())
             .map(|c| c.free_bytes.max(0) as u64)
             .unwrap_or(0);
-        // The share of raw space that holds data: 1/replica for copies (an arbiter set holds
-        // one copy's worth per three bricks), data/(data+redundancy) for disperse.
-        let (data, set) = match volume_type.as_str() {
-            "Replicate" => (1, replica.unwrap_or(3).max(1) as u64),
-            "Arbiter" => (1, 3),
-            "Disperse" => {
-                let d = disperse_data.unwrap_or(2) as u64;
-                (d, d + disperse_redundancy.unwrap_or(1) as u64)
-            }
-            _ => (1, 1),
-        };
         Ok(free / set * data)
     }
 }

@@ -89,6 +89,31 @@ fn number(field: &str, v: &str, min: u32, max: u32) -> Result<u32, ParamError> {
 }
 
 impl Provisioning {
+    /// Of a dedicated volume's raw space, the share that holds data, as (data, set) bricks:
+    /// one copy per replica set (an arbiter set holds one copy's worth per three bricks),
+    /// data of data + redundancy for disperse. None for subdirectory PVs.
+    pub fn data_share(&self) -> Option<(u64, u64)> {
+        let Provisioning::Dedicated {
+            volume_type,
+            replica,
+            disperse_data,
+            disperse_redundancy,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        Some(match volume_type.as_str() {
+            "Replicate" => (1, replica.unwrap_or(3).max(1) as u64),
+            "Arbiter" => (1, 3),
+            "Disperse" => {
+                let d = disperse_data.unwrap_or(2) as u64;
+                (d, d + disperse_redundancy.unwrap_or(1) as u64)
+            }
+            _ => (1, 1),
+        })
+    }
+
     pub fn from_parameters(params: &HashMap<String, String>) -> Result<Self, ParamError> {
         let known_subdir = ["mode", "pool"];
         let known_dedicated = [
@@ -347,6 +372,19 @@ mod tests {
             ("type", "Disperse"),
         ]))
         .unwrap();
+        assert_eq!(got.data_share(), Some((2, 3)), "2 of 2+1 bricks hold data");
+        let share = |t: &str, extra: &[(&str, &str)]| {
+            let mut params = vec![("mode", "dedicated"), ("cluster", "s/c"), ("type", t)];
+            params.extend_from_slice(extra);
+            Provisioning::from_parameters(&p(&params))
+                .unwrap()
+                .data_share()
+        };
+        assert_eq!(share("Replicate", &[("replica", "2")]), Some((1, 2)));
+        assert_eq!(share("Arbiter", &[]), Some((1, 3)));
+        assert_eq!(share("Distribute", &[]), Some((1, 1)));
+        let subdir = Provisioning::from_parameters(&p(&[("pool", "s/p")])).unwrap();
+        assert_eq!(subdir.data_share(), None);
         match got {
             Provisioning::Dedicated {
                 disperse_data,

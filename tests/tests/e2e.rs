@@ -155,6 +155,21 @@ async fn running(k: &Cluster, name: &str) {
     .await;
 }
 
+/// Waits until pod `name` has finished; its phase (Succeeded or Failed) and its log.
+async fn finished(k: &Cluster, name: &str, limit: Duration) -> (String, String) {
+    let phase = until(
+        &format!("pod {name} finished"),
+        limit,
+        Duration::from_secs(1),
+        || {
+            let p = k.pod_phase(name);
+            (p == "Succeeded" || p == "Failed").then_some(p)
+        },
+    )
+    .await;
+    (phase, k.kubectl(&["-n", NS, "logs", name]))
+}
+
 /// Polls `f` every `every` until it returns Some, or panics naming `what` after `limit`.
 async fn until<T>(
     what: &str,
@@ -841,17 +856,7 @@ spec:
         "touch",
         "/data/steady-stop",
     ]);
-    let phase = until(
-        "the steady writer finished",
-        Duration::from_secs(60),
-        Duration::from_secs(1),
-        || {
-            let p = k.pod_phase("steady-writer");
-            (p == "Succeeded" || p == "Failed").then_some(p)
-        },
-    )
-    .await;
-    let log = k.kubectl(&["-n", NS, "logs", "steady-writer"]);
+    let (phase, log) = finished(k, "steady-writer", Duration::from_secs(60)).await;
     assert_eq!(phase, "Succeeded", "{log}");
     let restarts = k.kubectl(&[
         "-n",
@@ -926,7 +931,6 @@ spec:
         killed.subdir.longest_gap_ms > 0 || last_write.is_some_and(|t| t > kill_from),
         "{killed}"
     );
-    dedicated_holds_its_size(k).await;
     reports
 }
 
@@ -936,19 +940,9 @@ async fn dedicated_holds_its_size(k: &Cluster) {
     k.apply(&workload_pod(
         "quota-filler",
         &[("dedicated", "/ded")],
-        "df -k /ded | tail -1\ndd if=/dev/zero of=/ded/fill bs=1M count=1400 conv=fsync 2>&1 | tail -1\nrm -f /ded/fill",
+        "df -k /ded | tail -1\ndd if=/dev/zero of=/ded/fill bs=1M count=1400 conv=fsync 2>&1\nrm -f /ded/fill",
     ));
-    until(
-        "quota-filler finished",
-        Duration::from_secs(240),
-        Duration::from_secs(1),
-        || {
-            let p = k.pod_phase("quota-filler");
-            (p == "Succeeded" || p == "Failed").then_some(())
-        },
-    )
-    .await;
-    let log = k.kubectl(&["-n", NS, "logs", "quota-filler"]);
+    let (_, log) = finished(k, "quota-filler", Duration::from_secs(240)).await;
     let size_kib: u64 = log
         .lines()
         .next()
@@ -1211,17 +1205,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     )
     .await;
     eprintln!("e2e: Ready again, heal pending 0, {healed:?} after the deletion");
-    let phase = until(
-        "the brick-loss writer finished",
-        Duration::from_secs(300),
-        Duration::from_secs(1),
-        || {
-            let p = k.pod_phase("brick-loss-writer");
-            (p == "Succeeded" || p == "Failed").then_some(p)
-        },
-    )
-    .await;
-    let log = k.kubectl(&["-n", NS, "logs", "brick-loss-writer"]);
+    let (phase, log) = finished(&k, "brick-loss-writer", Duration::from_secs(300)).await;
     assert_eq!(phase, "Succeeded", "the writer saw an I/O error: {log}");
     assert!(log.contains("all 120 files written and verified"), "{log}");
 
@@ -1327,6 +1311,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     for e in &events {
         eprintln!("e2e: {e}");
     }
+    dedicated_holds_its_size(&k).await;
 
     // 4. Online expansion of the bound PVC.
     k.merge_patch(
