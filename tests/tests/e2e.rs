@@ -1452,6 +1452,8 @@ spec:
         NS,
         "delete",
         "pod",
+        // fresh-reader was deleted without waiting: it may be gone already.
+        "--ignore-not-found",
         "kept-writer",
         "df-reader",
         "brick-loss-writer",
