@@ -759,6 +759,9 @@ spec:
         .unwrap()
         .to_string();
     let pid = client_pid(&staging).expect("the gluster client of the shared PV");
+    // A pause first, so that the gap the kill causes begins inside its own window and is
+    // not also counted for the reinstall before it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let start = now_ms();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
