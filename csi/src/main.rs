@@ -70,7 +70,8 @@ struct Cli {
     #[arg(long, env = "GK_MOUNT_IMAGE", default_value = "")]
     mount_image: String,
     /// The mount pods' image pull policy.
-    #[arg(long, env = "GK_MOUNT_PULL_POLICY", default_value = "IfNotPresent")]
+    #[arg(long, env = "GK_MOUNT_PULL_POLICY", default_value = "IfNotPresent",
+          value_parser = ["Always", "IfNotPresent", "Never"])]
     mount_pull_policy: String,
     /// The mount pods' priority class; empty for none.
     #[arg(long, env = "GK_MOUNT_PRIORITY_CLASS", default_value = "")]
