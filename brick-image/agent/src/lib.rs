@@ -6,6 +6,7 @@ mod error;
 mod locks;
 pub mod quota;
 pub mod server;
+pub mod snapshot;
 pub mod spec;
 pub mod tls;
 

@@ -1,5 +1,7 @@
 //! The BrickAgent gRPC service over one node's glusterd.
 
+mod snapshot;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -50,6 +52,7 @@ pub struct Agent<R> {
     locks: VolumeLocks,
     registrar: Registrar,
     quota_ready: Arc<Mutex<HashMap<String, Instant>>>,
+    copies: crate::snapshot::Copies,
 }
 
 impl<R: CommandRunner + Clone + 'static> Agent<R> {
@@ -62,6 +65,7 @@ impl<R: CommandRunner + Clone + 'static> Agent<R> {
             config,
             locks,
             quota_ready: Arc::default(),
+            copies: Default::default(),
         }
     }
 }
@@ -370,10 +374,12 @@ fn brick_volume_id(path: &Path) -> Result<Option<String>, AgentError> {
     }
 }
 
-/// Path inside a volume for subdirectory volumes: absolute, plain names only.
+/// Path inside a volume for subdirectory volumes: absolute, plain names only, the first
+/// not beginning with a dot (those are the agent's own, such as the snapshots).
 fn subdir_path(field: &str, path: &str) -> Result<String, AgentError> {
     let ok = path.starts_with('/')
         && path.len() > 1
+        && !path[1..].starts_with('.')
         && path.len() <= 1024
         && path[1..]
             .split('/')
@@ -386,7 +392,10 @@ fn subdir_path(field: &str, path: &str) -> Result<String, AgentError> {
     } else {
         Err(AgentError::invalid(
             field,
-            format!("{path:?} must be an absolute path of plain names, like /pvc-1234"),
+            format!(
+                "{path:?} must be an absolute path of plain names, the first not beginning \
+                 with a dot, like /pvc-1234"
+            ),
         ))
     }
 }
@@ -826,6 +835,32 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
                 })
                 .collect(),
         }))
+    }
+
+    async fn snapshot_create(
+        &self,
+        req: Request<SnapshotCreateRequest>,
+    ) -> Reply<SnapshotResponse> {
+        self.snapshot_create_rpc(req).await
+    }
+
+    async fn snapshot_get(&self, req: Request<SnapshotRequest>) -> Reply<SnapshotResponse> {
+        self.snapshot_get_rpc(req).await
+    }
+
+    async fn snapshot_delete(
+        &self,
+        req: Request<SnapshotRequest>,
+    ) -> Reply<SnapshotDeleteResponse> {
+        self.snapshot_delete_rpc(req).await
+    }
+
+    async fn snapshot_list(&self, req: Request<VolumeRequest>) -> Reply<SnapshotListResponse> {
+        self.snapshot_list_rpc(req).await
+    }
+
+    async fn subdir_fill(&self, req: Request<SubdirFillRequest>) -> Reply<SubdirFillResponse> {
+        self.subdir_fill_rpc(req).await
     }
 
     async fn add_brick(&self, req: Request<AddBrickRequest>) -> Reply<VolumeResponse> {
