@@ -4,8 +4,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use gk_agent::proto::brick_agent_client::BrickAgentClient;
+use gk_agent::proto::subdir_fill_request::From as FillFrom;
 use gk_agent::proto::{
-    QuotaEntry, SubdirCreateRequest, SubdirDeleteRequest, SubdirGetRequest, VolumeRequest,
+    QuotaEntry, Snapshot, SnapshotCreateRequest, SnapshotRequest, SubdirCreateRequest,
+    SubdirDeleteRequest, SubdirFillRequest, SubdirGetRequest, VolumeRequest,
 };
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -128,6 +130,15 @@ pub struct Dedicated {
 
 /// The directory of a dedicated volume that holds its PV, quota'd to the PV's size.
 pub const DEDICATED_DIR: &str = "pv";
+
+/// What a new directory is filled from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A snapshot of the same pool, by name.
+    Snapshot(String),
+    /// Another directory of the same pool (a clone).
+    Dir(String),
+}
 
 /// A fixed set of pools.
 #[derive(Clone, Default)]
@@ -259,6 +270,96 @@ impl Pool {
             Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
             Err(s) => Err(agent_status(pool, s)),
         }
+    }
+
+    /// Copies `dir` into the snapshot `name`, waiting up to `wait_seconds` for the copy;
+    /// the snapshot comes back not ready while it still runs.
+    pub async fn snapshot_create(
+        &mut self,
+        pool: &ObjectKey,
+        name: &str,
+        dir: &str,
+        wait_seconds: u32,
+    ) -> Result<Snapshot, Status> {
+        self.agent
+            .snapshot_create(SnapshotCreateRequest {
+                volume: self.volume.clone(),
+                name: name.to_string(),
+                source: format!("/{dir}"),
+                wait_seconds,
+            })
+            .await
+            .map_err(|s| agent_status(pool, s))?
+            .into_inner()
+            .snapshot
+            .ok_or_else(|| Status::internal(format!("pool {pool}: the agent sent no snapshot")))
+    }
+
+    /// The snapshot `name`; None when it does not exist.
+    pub async fn snapshot(
+        &mut self,
+        pool: &ObjectKey,
+        name: &str,
+    ) -> Result<Option<Snapshot>, Status> {
+        match self
+            .agent
+            .snapshot_get(SnapshotRequest {
+                volume: self.volume.clone(),
+                name: name.to_string(),
+            })
+            .await
+        {
+            Ok(r) => Ok(r.into_inner().snapshot),
+            Err(s) if s.code() == Code::NotFound => Ok(None),
+            Err(s) => Err(agent_status(pool, s)),
+        }
+    }
+
+    pub async fn snapshot_delete(&mut self, pool: &ObjectKey, name: &str) -> Result<(), Status> {
+        self.agent
+            .snapshot_delete(SnapshotRequest {
+                volume: self.volume.clone(),
+                name: name.to_string(),
+            })
+            .await
+            .map(|_| ())
+            .map_err(|s| agent_status(pool, s))
+    }
+
+    /// The pool's complete snapshots, by name.
+    pub async fn snapshots(&mut self, pool: &ObjectKey) -> Result<Vec<Snapshot>, Status> {
+        self.agent
+            .snapshot_list(VolumeRequest {
+                name: self.volume.clone(),
+            })
+            .await
+            .map(|r| r.into_inner().snapshots)
+            .map_err(|s| agent_status(pool, s))
+    }
+
+    /// Fills the directory `dir` (made, with its limit) from a snapshot or from another
+    /// directory of the pool. False while the copy still runs.
+    pub async fn fill_dir(
+        &mut self,
+        pool: &ObjectKey,
+        dir: &str,
+        from: &Source,
+        wait_seconds: u32,
+    ) -> Result<bool, Status> {
+        let from = match from {
+            Source::Snapshot(name) => FillFrom::Snapshot(name.clone()),
+            Source::Dir(d) => FillFrom::Subdir(format!("/{d}")),
+        };
+        self.agent
+            .subdir_fill(SubdirFillRequest {
+                volume: self.volume.clone(),
+                path: format!("/{dir}"),
+                from: Some(from),
+                wait_seconds,
+            })
+            .await
+            .map(|r| r.into_inner().ready)
+            .map_err(|s| agent_status(pool, s))
     }
 
     /// The pool's top-level directories that carry a limit, as the agent reads them.

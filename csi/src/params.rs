@@ -298,11 +298,44 @@ impl std::fmt::Display for VolumeId {
     }
 }
 
+/// A snapshot of a subdirectory volume: its pool and its name there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotId {
+    pub pool: ObjectKey,
+    pub name: String,
+}
+
+impl SnapshotId {
+    pub fn parse(s: &str) -> Result<Self, ParamError> {
+        match s.split('/').collect::<Vec<_>>().as_slice() {
+            ["snapshot", ns, pool, name] if valid_dir(name) => Ok(Self {
+                pool: ObjectKey::parse("snapshot_id", &format!("{ns}/{pool}"))?,
+                name: name.to_string(),
+            }),
+            _ => Err(bad(
+                "snapshot_id",
+                format!("{s:?} is not a snapshot ID of this driver"),
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for SnapshotId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "snapshot/{}/{}/{}",
+            self.pool.namespace, self.pool.name, self.name
+        )
+    }
+}
+
+/// A directory or snapshot name: plain, and not beginning with a dot (the pool's own
+/// directories do, such as its snapshots').
 fn valid_dir(d: &str) -> bool {
     !d.is_empty()
         && d.len() <= 200
-        && d != "."
-        && d != ".."
+        && !d.starts_with('.')
         && d.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
@@ -399,6 +432,26 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn snapshot_ids_round_trip_and_hidden_dirs_are_refused() {
+        let id = SnapshotId {
+            pool: ObjectKey {
+                namespace: "ns".into(),
+                name: "pool".into(),
+            },
+            name: "snapshot-1".into(),
+        };
+        assert_eq!(SnapshotId::parse(&id.to_string()).unwrap(), id);
+        for bad in [
+            "snapshot/ns/pool/.glusterkube-snapshots",
+            "snapshot/ns/pool",
+            "subdir/ns/pool/x",
+        ] {
+            assert_eq!(SnapshotId::parse(bad).unwrap_err().field, "snapshot_id");
+        }
+        assert!(VolumeId::parse("subdir/ns/pool/.glusterkube-snapshots").is_err());
     }
 
     #[test]

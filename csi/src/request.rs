@@ -77,6 +77,46 @@ pub fn required_bytes(range: Option<&csi::CapacityRange>) -> Result<u64, Status>
     })
 }
 
+/// One page of `all` for a List call: the entries from `starting_token` (an index this
+/// driver gave), at most `max_entries` of them (0: all), and the next page's token.
+pub fn page<T: Clone>(
+    all: &[T],
+    max_entries: i32,
+    starting_token: &str,
+    what: &str,
+) -> Result<(Vec<T>, String), Status> {
+    if max_entries < 0 {
+        return Err(invalid("max_entries", "cannot be negative"));
+    }
+    let start: usize = if starting_token.is_empty() {
+        0
+    } else {
+        starting_token.parse().map_err(|_| {
+            Status::aborted(format!(
+                "starting_token {starting_token:?} is not one this driver gave"
+            ))
+        })?
+    };
+    if start > all.len() {
+        return Err(Status::aborted(format!(
+            "starting_token {start} is past the {} {what}",
+            all.len()
+        )));
+    }
+    let take = if max_entries == 0 {
+        usize::MAX
+    } else {
+        max_entries as usize
+    };
+    let end = start.saturating_add(take).min(all.len());
+    let next = if end < all.len() {
+        end.to_string()
+    } else {
+        String::new()
+    };
+    Ok((all[start..end].to_vec(), next))
+}
+
 pub fn volume_context(
     pool: &ObjectKey,
     volume: &str,

@@ -1,12 +1,12 @@
 //! ListVolumes: every subdirectory volume of every pool, paginated.
 
 use csi_proto::v1 as csi;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response};
 
 use super::{ControllerService, Reply};
 use crate::backend::PoolResolver;
 use crate::params::VolumeId;
-use crate::request::{invalid, volume_context};
+use crate::request::{page, volume_context};
 
 impl<P: PoolResolver> ControllerService<P> {
     pub(super) async fn list(
@@ -14,19 +14,6 @@ impl<P: PoolResolver> ControllerService<P> {
         req: Request<csi::ListVolumesRequest>,
     ) -> Reply<csi::ListVolumesResponse> {
         let req = req.into_inner();
-        if req.max_entries < 0 {
-            return Err(invalid("max_entries", "cannot be negative"));
-        }
-        let start: usize = if req.starting_token.is_empty() {
-            0
-        } else {
-            req.starting_token.parse().map_err(|_| {
-                Status::aborted(format!(
-                    "starting_token {:?} is not one this driver gave",
-                    req.starting_token
-                ))
-            })?
-        };
         let mut all = Vec::new();
         for key in self.pools.pools().await? {
             let mut p = self.pools.resolve(&key).await?;
@@ -64,27 +51,10 @@ impl<P: PoolResolver> ControllerService<P> {
                 accessible_topology: vec![],
             });
         }
-        if start > all.len() {
-            return Err(Status::aborted(format!(
-                "starting_token {start} is past the {} volumes",
-                all.len()
-            )));
-        }
-        let take = if req.max_entries == 0 {
-            usize::MAX
-        } else {
-            req.max_entries as usize
-        };
-        let end = start.saturating_add(take).min(all.len());
-        let next_token = if end < all.len() {
-            end.to_string()
-        } else {
-            String::new()
-        };
+        let (entries, next_token) = page(&all, req.max_entries, &req.starting_token, "volumes")?;
         Ok(Response::new(csi::ListVolumesResponse {
-            entries: all[start..end]
-                .iter()
-                .cloned()
+            entries: entries
+                .into_iter()
                 .map(|v| csi::list_volumes_response::Entry {
                     volume: Some(v),
                     status: None,

@@ -7,6 +7,7 @@ mod create;
 mod delete;
 mod expand;
 mod list;
+mod snapshot;
 mod validate;
 
 use csi::controller_service_capability::rpc::Type as CtrlCap;
@@ -122,6 +123,10 @@ impl<P: PoolResolver> csi::controller_server::Controller for ControllerService<P
             CtrlCap::GetCapacity,
             CtrlCap::ExpandVolume,
             CtrlCap::SingleNodeMultiWriter,
+            CtrlCap::CreateDeleteSnapshot,
+            CtrlCap::ListSnapshots,
+            CtrlCap::GetSnapshot,
+            CtrlCap::CloneVolume,
         ]
         .into_iter()
         .map(|t| csi::ControllerServiceCapability {
@@ -137,30 +142,30 @@ impl<P: PoolResolver> csi::controller_server::Controller for ControllerService<P
 
     async fn create_snapshot(
         &self,
-        _: Request<csi::CreateSnapshotRequest>,
+        req: Request<csi::CreateSnapshotRequest>,
     ) -> Reply<csi::CreateSnapshotResponse> {
-        Err(Status::unimplemented("snapshots are not supported"))
+        self.snapshot_create(req).await
     }
 
     async fn delete_snapshot(
         &self,
-        _: Request<csi::DeleteSnapshotRequest>,
+        req: Request<csi::DeleteSnapshotRequest>,
     ) -> Reply<csi::DeleteSnapshotResponse> {
-        Err(Status::unimplemented("snapshots are not supported"))
+        self.snapshot_delete(req).await
     }
 
     async fn list_snapshots(
         &self,
-        _: Request<csi::ListSnapshotsRequest>,
+        req: Request<csi::ListSnapshotsRequest>,
     ) -> Reply<csi::ListSnapshotsResponse> {
-        Err(Status::unimplemented("snapshots are not supported"))
+        self.snapshot_list(req).await
     }
 
     async fn get_snapshot(
         &self,
-        _: Request<csi::GetSnapshotRequest>,
+        req: Request<csi::GetSnapshotRequest>,
     ) -> Reply<csi::GetSnapshotResponse> {
-        Err(Status::unimplemented("snapshots are not supported"))
+        self.snapshot_get(req).await
     }
 
     async fn controller_get_volume(

@@ -1,0 +1,211 @@
+//! CreateSnapshot, DeleteSnapshot, ListSnapshots and GetSnapshot: copies of subdirectory
+//! volumes kept in their pool, where no PV can reach them.
+//!
+//! Dedicated PVs have none: their snapshot could only live on their own GlusterVolume,
+//! which is deleted with the PV, and a snapshot must outlive its source.
+
+use std::collections::HashMap;
+
+use csi_proto::v1 as csi;
+use gk_agent::proto::Snapshot;
+use tonic::{Request, Response, Status};
+
+use super::{ControllerService, Reply};
+use crate::backend::PoolResolver;
+use crate::params::{dir_for_name, ObjectKey, SnapshotId, VolumeId};
+use crate::request::{invalid, page, param_status};
+
+/// How long CreateSnapshot waits for its copy before answering ready_to_use = false; the
+/// csi-snapshotter asks again until it is ready.
+const SNAPSHOT_WAIT_SECONDS: u32 = 30;
+
+/// Why a dedicated PV has no snapshots, for the errors that say so.
+pub(super) const DEDICATED_REFUSAL: &str = "dedicated PVs have no snapshots or clones: a \
+copy could only live on the PV's own GlusterVolume, which is deleted with the PV; use a \
+subdirectory PV (StorageClass parameter mode: subdir) for data that needs snapshots";
+
+fn to_csi(pool: &ObjectKey, s: &Snapshot) -> Result<csi::Snapshot, Status> {
+    let source = s
+        .source
+        .strip_prefix('/')
+        .filter(|d| !d.is_empty())
+        .ok_or_else(|| {
+            Status::internal(format!(
+                "pool {pool}: snapshot {} records no source directory",
+                s.name
+            ))
+        })?;
+    Ok(csi::Snapshot {
+        size_bytes: s.size_bytes as i64,
+        snapshot_id: SnapshotId {
+            pool: pool.clone(),
+            name: s.name.clone(),
+        }
+        .to_string(),
+        source_volume_id: VolumeId::Subdir {
+            pool: pool.clone(),
+            dir: source.to_string(),
+        }
+        .to_string(),
+        creation_time: Some(prost_types::Timestamp {
+            seconds: s.created_unix_seconds,
+            nanos: 0,
+        }),
+        ready_to_use: s.ready,
+        group_snapshot_id: String::new(),
+        accessible_topology: vec![],
+    })
+}
+
+/// VolumeSnapshotClass parameters: none are known yet, so any is a mistake worth naming.
+fn check_parameters(params: &HashMap<String, String>) -> Result<(), Status> {
+    match params.keys().min() {
+        Some(k) => Err(invalid(
+            &format!("parameters.{k}"),
+            "is not a snapshot parameter of this driver (it takes none)",
+        )),
+        None => Ok(()),
+    }
+}
+
+impl<P: PoolResolver> ControllerService<P> {
+    pub(super) async fn snapshot_create(
+        &self,
+        req: Request<csi::CreateSnapshotRequest>,
+    ) -> Reply<csi::CreateSnapshotResponse> {
+        let req = req.into_inner();
+        if req.name.is_empty() {
+            return Err(invalid("name", "is required"));
+        }
+        if req.source_volume_id.is_empty() {
+            return Err(invalid("source_volume_id", "is required"));
+        }
+        check_parameters(&req.parameters)?;
+        let (pool_key, dir) = match VolumeId::parse(&req.source_volume_id).map_err(param_status)? {
+            VolumeId::Subdir { pool, dir } => (pool, dir),
+            VolumeId::Dedicated { .. } => {
+                return Err(Status::failed_precondition(DEDICATED_REFUSAL));
+            }
+        };
+        let id = SnapshotId {
+            pool: pool_key.clone(),
+            name: dir_for_name(&req.name).map_err(param_status)?,
+        };
+        let _guard = self.locks.try_lock(&id.to_string())?;
+        tracing::info!(name = %req.name, snapshot_id = %id, source = %req.source_volume_id, "CreateSnapshot");
+        let mut pool = self.pools.resolve(&pool_key).await?;
+        if pool.limit_of(&pool_key, &dir).await?.is_none() {
+            return Err(Status::not_found(format!(
+                "source_volume_id: volume {} does not exist",
+                req.source_volume_id
+            )));
+        }
+        let s = pool
+            .snapshot_create(&pool_key, &id.name, &dir, SNAPSHOT_WAIT_SECONDS)
+            .await?;
+        Ok(Response::new(csi::CreateSnapshotResponse {
+            snapshot: Some(to_csi(&pool_key, &s)?),
+        }))
+    }
+
+    pub(super) async fn snapshot_delete(
+        &self,
+        req: Request<csi::DeleteSnapshotRequest>,
+    ) -> Reply<csi::DeleteSnapshotResponse> {
+        let req = req.into_inner();
+        if req.snapshot_id.is_empty() {
+            return Err(invalid("snapshot_id", "is required"));
+        }
+        // An ID this driver never gave names nothing: there is nothing to delete.
+        let Ok(id) = SnapshotId::parse(&req.snapshot_id) else {
+            return Ok(Response::new(csi::DeleteSnapshotResponse {}));
+        };
+        let _guard = self.locks.try_lock(&id.to_string())?;
+        tracing::info!(snapshot_id = %id, "DeleteSnapshot");
+        let mut pool = match self.pools.resolve(&id.pool).await {
+            Ok(p) => p,
+            Err(s) if s.code() == tonic::Code::NotFound => {
+                return Ok(Response::new(csi::DeleteSnapshotResponse {}))
+            }
+            Err(s) => return Err(s),
+        };
+        pool.snapshot_delete(&id.pool, &id.name).await?;
+        Ok(Response::new(csi::DeleteSnapshotResponse {}))
+    }
+
+    pub(super) async fn snapshot_list(
+        &self,
+        req: Request<csi::ListSnapshotsRequest>,
+    ) -> Reply<csi::ListSnapshotsResponse> {
+        let req = req.into_inner();
+        let mut all = Vec::new();
+        if !req.snapshot_id.is_empty() {
+            // One snapshot: an ID that is not ours, or names nothing, lists nothing.
+            if let Ok(id) = SnapshotId::parse(&req.snapshot_id) {
+                if let Some(s) = self.find(&id).await? {
+                    all.push(s);
+                }
+            }
+        } else {
+            let source = (!req.source_volume_id.is_empty())
+                .then(|| VolumeId::parse(&req.source_volume_id).ok());
+            let pools = match &source {
+                Some(Some(VolumeId::Subdir { pool, .. })) => vec![pool.clone()],
+                // A source that is not a subdirectory volume of ours has no snapshots.
+                Some(_) => Vec::new(),
+                None => self.pools.pools().await?,
+            };
+            for key in pools {
+                let mut p = match self.pools.resolve(&key).await {
+                    Ok(p) => p,
+                    Err(s) if s.code() == tonic::Code::NotFound => continue,
+                    Err(s) => return Err(s),
+                };
+                for s in p.snapshots(&key).await? {
+                    let snap = to_csi(&key, &s)?;
+                    if source.is_none() || snap.source_volume_id == req.source_volume_id {
+                        all.push(snap);
+                    }
+                }
+            }
+        }
+        let (entries, next_token) = page(&all, req.max_entries, &req.starting_token, "snapshots")?;
+        Ok(Response::new(csi::ListSnapshotsResponse {
+            entries: entries
+                .into_iter()
+                .map(|s| csi::list_snapshots_response::Entry { snapshot: Some(s) })
+                .collect(),
+            next_token,
+        }))
+    }
+
+    pub(super) async fn snapshot_get(
+        &self,
+        req: Request<csi::GetSnapshotRequest>,
+    ) -> Reply<csi::GetSnapshotResponse> {
+        let req = req.into_inner();
+        if req.snapshot_id.is_empty() {
+            return Err(invalid("snapshot_id", "is required"));
+        }
+        let not_found =
+            || Status::not_found(format!("snapshot {} does not exist", req.snapshot_id));
+        let id = SnapshotId::parse(&req.snapshot_id).map_err(|_| not_found())?;
+        let snapshot = self.find(&id).await?.ok_or_else(not_found)?;
+        Ok(Response::new(csi::GetSnapshotResponse {
+            snapshot: Some(snapshot),
+        }))
+    }
+
+    /// One snapshot, complete or not; None when it or its pool does not exist.
+    pub(super) async fn find(&self, id: &SnapshotId) -> Result<Option<csi::Snapshot>, Status> {
+        let mut p = match self.pools.resolve(&id.pool).await {
+            Ok(p) => p,
+            Err(s) if s.code() == tonic::Code::NotFound => return Ok(None),
+            Err(s) => return Err(s),
+        };
+        match p.snapshot(&id.pool, &id.name).await? {
+            Some(s) => to_csi(&id.pool, &s).map(Some),
+            None => Ok(None),
+        }
+    }
+}
