@@ -38,6 +38,7 @@ mirror=${GK_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 debian_packages=(glusterfs-server glusterfs-client xfsprogs attr util-linux procps)
 provisioner_version=${GK_CSI_PROVISIONER_VERSION:-v5.3.0}
 resizer_version=${GK_CSI_RESIZER_VERSION:-v1.14.0}
+snapshotter_version=$GK_SNAPSHOTTER_VERSION
 pause_version=3.10
 profile=${GK_IMAGE_PROFILE:-debug}
 
@@ -49,11 +50,12 @@ declare -A ref=(
   [pause]="registry.k8s.io/pause:$pause_version"
   [csi-provisioner]="registry.k8s.io/sig-storage/csi-provisioner:$provisioner_version"
   [csi-resizer]="registry.k8s.io/sig-storage/csi-resizer:$resizer_version"
+  [csi-snapshotter]="registry.k8s.io/sig-storage/csi-snapshotter:$snapshotter_version"
   [csi-node-registrar]="ghcr.io/glusterkube/csi-node-registrar:$version"
   [csi-liveness]="ghcr.io/glusterkube/csi-liveness:$version"
   [workload]="localhost/glusterkube/workload:$version"
 )
-images=(brick csi operator pause csi-provisioner csi-resizer csi-node-registrar csi-liveness workload)
+images=(brick csi operator pause csi-provisioner csi-resizer csi-snapshotter csi-node-registrar csi-liveness workload)
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
@@ -145,23 +147,6 @@ image() {
   blob "$tmp" > "$out/$name.manifest"
 }
 
-go_binary() {
-  local name=$1 version=$2 module=$3 pkg=$4
-  local bin="$GK_CACHE/bin/$name-$version"
-  if [ ! -x "$bin" ]; then
-    gk_log "building $name $version from the Go module proxy (first time only)"
-    # `go install mod@version` wants the module's version list for its deprecation check,
-    # which the proxy does not serve for these modules; building inside the downloaded module
-    # needs only the exact version.
-    local dir
-    dir=$(go mod download -json "$module@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-    [ -d "$dir" ] || gk_die "could not download $module@$version"
-    (cd "$dir" && GOFLAGS="-buildvcs=false -mod=mod" go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$bin.tmp" "./$pkg")
-    mv "$bin.tmp" "$bin"
-  fi
-  echo "$bin"
-}
-
 pause_binary() {
   local src="$GOMODCACHE/k8s.io/kubernetes@$GK_K8S_VERSION/build/pause/linux/pause.c"
   [ -f "$src" ] || (cd "$out/tmp" && go mod download "k8s.io/kubernetes@$GK_K8S_VERSION" >/dev/null)
@@ -203,10 +188,12 @@ build() {
   image workload '["/bin/sh"]' "$base"
   image pause '["/pause"]' "$(top_layer pause "$(pause_binary):pause")"
   local b
-  b=$(go_binary csi-provisioner "$provisioner_version" github.com/kubernetes-csi/external-provisioner/v5 cmd/csi-provisioner)
+  b=$(gk_go_binary csi-provisioner "$provisioner_version" github.com/kubernetes-csi/external-provisioner/v5 cmd/csi-provisioner)
   image csi-provisioner '["/csi-provisioner"]' "$(top_layer csi-provisioner "$b:csi-provisioner")"
-  b=$(go_binary csi-resizer "$resizer_version" github.com/kubernetes-csi/external-resizer cmd/csi-resizer)
+  b=$(gk_go_binary csi-resizer "$resizer_version" github.com/kubernetes-csi/external-resizer cmd/csi-resizer)
   image csi-resizer '["/csi-resizer"]' "$(top_layer csi-resizer "$b:csi-resizer")"
+  b=$(gk_snapshotter_binary csi-snapshotter)
+  image csi-snapshotter '["/csi-snapshotter"]' "$(top_layer csi-snapshotter "$b:csi-snapshotter")"
 
   local manifests="" n d s
   for n in "${images[@]}"; do

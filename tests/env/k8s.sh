@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A real local Kubernetes control plane on 127.0.0.1 only: etcd, kube-apiserver,
-# kube-controller-manager and kube-scheduler, built from the Go module proxy.
+# kube-controller-manager and kube-scheduler, built from the Go module proxy, and the
+# snapshot-controller with the VolumeSnapshot CRDs (external-snapshotter's modules).
 #
 #   k8s.sh build     build (or reuse) the binaries for $GK_K8S_VERSION
 #   k8s.sh build-node  the same for kubelet and kube-proxy (tests/env/node.sh)
@@ -23,6 +24,7 @@ etcd_peer_port=${GK_ETCD_PEER_PORT:-12380}
 api_port=${GK_APISERVER_PORT:-16443}
 kcm_port=${GK_KCM_PORT:-10257}
 sched_port=${GK_SCHED_PORT:-10259}
+snapctl_port=${GK_SNAPSHOT_CONTROLLER_PORT:-10270}
 components=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 # The node's components (tests/env/node.sh), built from the same module on demand only.
 node_components=(kubelet kube-proxy)
@@ -167,6 +169,20 @@ start() {
     --authorization-kubeconfig="$state/scheduler.kubeconfig" --leader-elect=false
   wait_for kube-controller-manager 120 curl -skf "https://127.0.0.1:$kcm_port/healthz"
   wait_for kube-scheduler 120 curl -skf "https://127.0.0.1:$sched_port/healthz"
+
+  # Snapshot support as distributions ship it: the VolumeSnapshot CRDs and the
+  # snapshot-controller, from external-snapshotter's modules.
+  local snapctl crds=()
+  snapctl=$(gk_snapshotter_binary snapshot-controller)
+  mapfile -t crds < <(gk_snapshot_crds)
+  "$bindir/kubectl" --kubeconfig "$state/admin.kubeconfig" apply --server-side --force-conflicts \
+    $(printf -- '-f %s ' "${crds[@]}") >/dev/null
+  "$bindir/kubectl" --kubeconfig "$state/admin.kubeconfig" wait --for=condition=Established \
+    --timeout=60s crd/volumesnapshots.snapshot.storage.k8s.io crd/volumesnapshotcontents.snapshot.storage.k8s.io \
+    crd/volumesnapshotclasses.snapshot.storage.k8s.io >/dev/null
+  launch snapshot-controller "$snapctl" --kubeconfig="$state/admin.kubeconfig" \
+    --leader-election=false --http-endpoint=127.0.0.1:"$snapctl_port"
+  wait_for snapshot-controller 120 curl -sf "http://127.0.0.1:$snapctl_port/metrics"
   gk_log "control plane ready: export KUBECONFIG=$state/admin.kubeconfig"
 }
 
@@ -185,11 +201,11 @@ stop_one() {
 
 stop() {
   # The apiserver goes before etcd, or its shutdown stalls waiting for etcd.
-  for c in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one "$c"; done
+  for c in snapshot-controller kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one "$c"; done
 }
 
 status() {
-  for c in etcd kube-apiserver kube-controller-manager kube-scheduler; do
+  for c in etcd kube-apiserver kube-controller-manager kube-scheduler snapshot-controller; do
     if running "$c"; then echo "$c running (pid $(cat "$(pidfile "$c")"))"; else echo "$c stopped"; fi
   done
 }

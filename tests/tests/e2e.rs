@@ -170,6 +170,28 @@ async fn finished(k: &Cluster, name: &str, limit: Duration) -> (String, String) 
     (phase, k.kubectl(&["-n", NS, "logs", name]))
 }
 
+/// Waits until the demo namespace's PVC `name` is Bound.
+async fn pvc_bound(k: &Cluster, name: &str, limit: Duration) {
+    until(
+        &format!("PVC {name} Bound"),
+        limit,
+        Duration::from_secs(1),
+        || {
+            (k.kubectl(&[
+                "-n",
+                NS,
+                "get",
+                "pvc",
+                name,
+                "-o",
+                "jsonpath={.status.phase}",
+            ]) == "Bound")
+                .then_some(())
+        },
+    )
+    .await
+}
+
 /// Polls `f` every `every` until it returns Some, or panics naming `what` after `limit`.
 async fn until<T>(
     what: &str,
@@ -496,24 +518,7 @@ spec:
   resources: {{requests: {{storage: 1Gi}}}}
 "#
     ));
-    until(
-        "PVC dedicated Bound",
-        Duration::from_secs(240),
-        Duration::from_secs(1),
-        || {
-            (k.kubectl(&[
-                "-n",
-                NS,
-                "get",
-                "pvc",
-                "dedicated",
-                "-o",
-                "jsonpath={.status.phase}",
-            ]) == "Bound")
-                .then_some(())
-        },
-    )
-    .await;
+    pvc_bound(k, "dedicated", Duration::from_secs(240)).await;
     let script = r#"loop() {
   mkdir -p "$2"; i=0; ok=0; failed=0; last=$(date +%s%3N)
   while [ ! -e /data/steady-stop ]; do
@@ -1034,6 +1039,141 @@ async fn dedicated_holds_its_size(k: &Cluster) {
     );
 }
 
+/// Snapshots and clones under real kubelets, through the snapshot-controller and the
+/// chart's csi-snapshotter and VolumeSnapshotClass: files written to a PVC, a VolumeSnapshot
+/// of it, a PVC restored from it and a PVC cloned from the source; the source deleted, and a
+/// second restore made after that. A pod checks every file's checksum in all three.
+async fn snapshots_and_clones(k: &Cluster) {
+    let claim = |name: &str, source: &str| {
+        format!(
+            r#"apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: {name}, namespace: {NS}}}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: glusterkube-demo
+  resources: {{requests: {{storage: 256Mi}}}}
+{source}"#
+        )
+    };
+    let bound = |name| pvc_bound(k, name, Duration::from_secs(300));
+    k.apply(&claim("snap-src", ""));
+    bound("snap-src").await;
+    k.apply(&workload_pod(
+        "snap-writer",
+        &[("snap-src", "/data")],
+        "set -e
+for i in $(seq 1 200); do
+  d=/data/d$((i % 7)); mkdir -p $d
+  dd if=/dev/urandom of=$d/f$i bs=4k count=$((i % 16 + 1)) status=none
+done
+ln -s d1/f1 /data/link
+cd /data && find . -type f ! -name SUMS -exec sha256sum {} + > SUMS
+wc -l < SUMS",
+    ));
+    let (phase, log) = finished(k, "snap-writer", Duration::from_secs(180)).await;
+    assert_eq!(phase, "Succeeded", "{log}");
+    assert_eq!(log.trim(), "200", "files written: {log}");
+
+    k.apply(&format!(
+        r#"apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata: {{name: snap-1, namespace: {NS}}}
+spec:
+  volumeSnapshotClassName: glusterkube
+  source: {{persistentVolumeClaimName: snap-src}}
+"#
+    ));
+    let started = Instant::now();
+    until(
+        "VolumeSnapshot snap-1 ready to use",
+        Duration::from_secs(300),
+        Duration::from_secs(1),
+        || {
+            let s = k.json(&["-n", NS, "get", "volumesnapshot", "snap-1"]);
+            assert!(
+                s["status"]["error"].is_null(),
+                "the snapshot failed: {}",
+                s["status"]
+            );
+            (s["status"]["readyToUse"] == true).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "e2e: snapshot ready {:?} after it was asked for",
+        started.elapsed()
+    );
+    let from_snapshot =
+        "  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: snap-1}\n";
+    k.apply(&claim("snap-restored", from_snapshot));
+    k.apply(&claim(
+        "snap-clone",
+        "  dataSource: {kind: PersistentVolumeClaim, name: snap-src}\n",
+    ));
+    bound("snap-restored").await;
+    bound("snap-clone").await;
+
+    // The source goes; its snapshot stays and restores again.
+    k.kubectl(&["-n", NS, "delete", "pod", "snap-writer", "--wait=true"]);
+    k.kubectl(&["-n", NS, "delete", "pvc", "snap-src", "--wait=true"]);
+    k.apply(&claim("snap-after", from_snapshot));
+    bound("snap-after").await;
+
+    k.apply(&workload_pod(
+        "snap-reader",
+        &[
+            ("snap-restored", "/restored"),
+            ("snap-clone", "/clone"),
+            ("snap-after", "/after"),
+        ],
+        r#"for d in /restored /clone /after; do
+  if (cd $d && sha256sum -c --quiet SUMS && [ "$(readlink link)" = d1/f1 ]); then
+    echo "$d equal"
+  else
+    echo "$d differs"
+  fi
+done"#,
+    ));
+    let (phase, log) = finished(k, "snap-reader", Duration::from_secs(180)).await;
+    assert_eq!(phase, "Succeeded", "{log}");
+    for d in ["/restored", "/clone", "/after"] {
+        assert!(log.contains(&format!("{d} equal")), "{d}: {log}");
+    }
+    k.kubectl(&["-n", NS, "delete", "pod", "snap-reader", "--wait=true"]);
+    k.kubectl(&[
+        "-n",
+        NS,
+        "delete",
+        "pvc",
+        "snap-restored",
+        "snap-clone",
+        "snap-after",
+        "--wait=true",
+    ]);
+    // Deleting the VolumeSnapshot removes its content (the class's deletionPolicy: Delete).
+    k.kubectl(&[
+        "-n",
+        NS,
+        "delete",
+        "volumesnapshot",
+        "snap-1",
+        "--wait=true",
+    ]);
+    until(
+        "snap-1's VolumeSnapshotContent deleted",
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || {
+            k.kubectl(&["get", "volumesnapshotcontents", "-o", "name"])
+                .trim()
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
+}
+
 /// The pool's TLS, checked from outside the operator: its options as gluster reports them,
 /// and a FUSE client in a pod of its own, refused without a certificate and let in with the
 /// CSI node plugins'.
@@ -1387,6 +1527,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         eprintln!("e2e: {e}");
     }
     dedicated_holds_its_size(&k).await;
+    snapshots_and_clones(&k).await;
 
     // 4. Online expansion of the bound PVC.
     k.merge_patch(
@@ -1456,26 +1597,7 @@ spec:
   resources: {{requests: {{storage: 1Gi}}}}
 "#
     ));
-    for claim in ["kept"] {
-        until(
-            &format!("PVC {claim} Bound"),
-            Duration::from_secs(240),
-            Duration::from_secs(1),
-            || {
-                (k.kubectl(&[
-                    "-n",
-                    NS,
-                    "get",
-                    "pvc",
-                    claim,
-                    "-o",
-                    "jsonpath={.status.phase}",
-                ]) == "Bound")
-                    .then_some(())
-            },
-        )
-        .await;
-    }
+    pvc_bound(&k, "kept", Duration::from_secs(240)).await;
     let volumes_with_dedicated = k.json(&["-n", NS, "get", "glustervolumes"]);
     let dedicated_pv = k.kubectl(&[
         "-n",

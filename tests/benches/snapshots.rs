@@ -1,0 +1,440 @@
+//! Snapshot and clone benchmark, as the product ships: `demo.sh` on three real kubelets (the
+//! chart's defaults, gluster TLS on), a subdirectory PVC holding FILES files of about MIB MiB
+//! in all, then a VolumeSnapshot of it, a PVC restored from that, and a PVC cloned from the
+//! source, each timed from the API. Space is what the copies hold on the bricks. Beside
+//! them, on a loop-mounted XFS made like the operator's bricks, the same tree copied with
+//! `cp --reflink=always` and with a plain copy: what a reflink would give if gluster passed
+//! one through. A FICLONE through the PVC's FUSE mount is tried and its answer recorded.
+//!
+//!   bash tests/env/images.sh build
+//!   GK_IMAGES_BUILT=1 cargo bench -p gk-testenv --bench snapshots -- [FILES] [MIB]
+//!
+//! Writes docs/benchmarks/snapshots.md. Needs root; leaves no demo and no nodes behind.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use gk_testenv::k8s::ControlPlane;
+use gk_testenv::repo_root;
+
+const NS: &str = "gk-demo";
+const NODE_DATA: &str = "/var/lib/glusterkube-node";
+
+fn sh(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd)
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .unwrap_or("?")
+        .to_string()
+}
+
+struct K(ControlPlane);
+
+impl K {
+    fn kubectl(&self, args: &[&str]) -> String {
+        self.0
+            .kubectl(args)
+            .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"))
+    }
+
+    fn apply(&self, yaml: &str) {
+        let f = std::env::temp_dir().join(format!("gk-bench-{}.yaml", std::process::id()));
+        std::fs::write(&f, yaml).unwrap();
+        self.kubectl(&["apply", "-f", f.to_str().unwrap()]);
+        let _ = std::fs::remove_file(&f);
+    }
+
+    fn get(&self, kind: &str, name: &str, path: &str) -> String {
+        self.0
+            .kubectl(&[
+                "-n",
+                NS,
+                "get",
+                kind,
+                name,
+                "-o",
+                &format!("jsonpath={path}"),
+            ])
+            .unwrap_or_default()
+    }
+
+    /// Waits until `kind/name` has `want` at `path`; the time it took.
+    fn wait(&self, kind: &str, name: &str, path: &str, want: &str, limit: Duration) -> Duration {
+        let start = Instant::now();
+        while self.get(kind, name, path) != want {
+            assert!(
+                start.elapsed() < limit,
+                "{kind}/{name} {path} never became {want}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        start.elapsed()
+    }
+
+    /// Runs `script` in a workload pod with `claim` at /data; its log.
+    fn run_pod(&self, name: &str, claim: &str, script: &str) -> String {
+        let script = script.replace('\n', "\n          ");
+        self.apply(&format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {NS}}}
+spec:
+  nodeSelector: {{kubernetes.io/hostname: gk-node-1}}
+  restartPolicy: Never
+  containers:
+    - name: main
+      image: localhost/glusterkube/workload:{version}
+      command: ["/bin/sh", "-c"]
+      args:
+        - |
+          {script}
+      volumeMounts: [{{name: v, mountPath: /data}}]
+  volumes:
+    - {{name: v, persistentVolumeClaim: {{claimName: {claim}}}}}
+"#,
+            version = env!("CARGO_PKG_VERSION"),
+        ));
+        let start = Instant::now();
+        loop {
+            let phase = self.get("pod", name, "{.status.phase}");
+            if phase == "Succeeded" || phase == "Failed" {
+                let log = self.kubectl(&["-n", NS, "logs", name]);
+                assert_eq!(phase, "Succeeded", "{name}: {log}");
+                self.kubectl(&["-n", NS, "delete", "pod", name, "--wait=true"]);
+                return log;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(1800),
+                "{name} never ended"
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
+    fn claim(&self, name: &str, size: &str, source: &str) {
+        self.apply(&format!(
+            r#"apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: {name}, namespace: {NS}}}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: glusterkube-demo
+  resources: {{requests: {{storage: {size}}}}}
+{source}"#
+        ));
+    }
+}
+
+/// Bytes allocated under `rel` (a path inside the pool volume) on every brick.
+fn brick_bytes(bricks: &[PathBuf], rel: &str) -> u64 {
+    let mut total = 0;
+    for brick in bricks {
+        let p = brick.join(rel);
+        if p.exists() {
+            let out = sh("du", &["-s", "--block-size=1", p.to_str().unwrap()]);
+            total += out
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// The pool's brick directories on the three nodes: those holding the PV directory `dir`.
+fn pool_bricks(dir: &str) -> Vec<PathBuf> {
+    let out = sh(
+        "find",
+        &[NODE_DATA, "-type", "d", "-name", dir, "-path", "*/bricks/*"],
+    );
+    let bricks: Vec<PathBuf> = out
+        .lines()
+        .filter(|l| !l.contains("/.glusterfs/"))
+        .filter_map(|l| Path::new(l).parent().map(Path::to_path_buf))
+        .collect();
+    assert_eq!(bricks.len(), 3, "the pool's bricks: {bricks:?}");
+    bricks
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// Used bytes of the filesystem at `dir`, after a sync.
+fn fs_used(dir: &Path) -> u64 {
+    sh("sync", &[]);
+    let st = nix::sys::statvfs::statvfs(dir).unwrap();
+    (st.blocks() - st.blocks_free()) * st.fragment_size()
+}
+
+/// The same tree on a loop XFS made as the operator makes bricks (reflink is on by default
+/// in the xfsprogs of the brick image), copied with and without a reflink.
+fn local_reference(files: usize, file_kib: usize) -> Vec<(String, Duration, u64)> {
+    let root = std::env::temp_dir().join(format!("gk-bench-xfs-{}", std::process::id()));
+    let img = root.with_extension("img");
+    std::fs::create_dir_all(&root).unwrap();
+    sh("truncate", &["-s", "8G", img.to_str().unwrap()]);
+    sh(
+        "mkfs.xfs",
+        &["-q", "-f", "-i", "size=512", img.to_str().unwrap()],
+    );
+    sh(
+        "mount",
+        &["-o", "loop", img.to_str().unwrap(), root.to_str().unwrap()],
+    );
+    let script = format!(
+        "cd {r} && mkdir src && for i in $(seq 1 {files}); do d=src/d$((i % 100)); mkdir -p $d; \
+         head -c {b} /dev/urandom > $d/f$i; done",
+        r = root.display(),
+        b = file_kib * 1024
+    );
+    sh("sh", &["-c", &script]);
+    let mut out = Vec::new();
+    for (label, flag, dst) in [
+        ("cp --reflink=always", "--reflink=always", "reflink"),
+        (
+            "plain copy (cp --reflink=never)",
+            "--reflink=never",
+            "plain",
+        ),
+    ] {
+        let before = fs_used(&root);
+        let start = Instant::now();
+        sh(
+            "cp",
+            &[
+                "-dR",
+                "--preserve=mode,ownership,timestamps",
+                flag,
+                root.join("src").to_str().unwrap(),
+                root.join(dst).to_str().unwrap(),
+            ],
+        );
+        sh("sync", &[]);
+        let took = start.elapsed();
+        out.push((
+            label.to_string(),
+            took,
+            fs_used(&root).saturating_sub(before),
+        ));
+    }
+    sh("umount", &[root.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&img);
+    let _ = std::fs::remove_dir(&root);
+    out
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let files = args.first().copied().unwrap_or(10_000);
+    let mib = args.get(1).copied().unwrap_or(1024);
+    let file_kib = mib * 1024 / files;
+    let commit = sh("git", &["rev-parse", "--short", "HEAD"])
+        .trim()
+        .to_string();
+    let dirty = !sh("git", &["status", "--porcelain", "--untracked-files=no"])
+        .trim()
+        .is_empty();
+
+    let status = Command::new("bash")
+        .arg(repo_root().join("demo.sh"))
+        .current_dir(repo_root())
+        .status()
+        .unwrap();
+    assert!(status.success(), "demo.sh failed");
+    let k = K(ControlPlane::ensure().unwrap());
+    let mut rows: Vec<[String; 4]> = Vec::new();
+
+    k.claim("bench-src", "2Gi", "");
+    k.wait(
+        "pvc",
+        "bench-src",
+        "{.status.phase}",
+        "Bound",
+        Duration::from_secs(300),
+    );
+    let l0 = load();
+    let log = k.run_pod(
+        "bench-writer",
+        "bench-src",
+        &format!(
+            "set -e\nstart=$(date +%s%N)\nfor i in $(seq 1 {files}); do d=/data/d$((i % 100)); \
+             mkdir -p $d; head -c {b} /dev/urandom > $d/f$i; done\nsync\n\
+             echo write $(( ($(date +%s%N) - start) / 1000000 ))\n\
+             cp --reflink=always /data/d1/f1 /data/reflink-probe 2>&1 || true\nrm -f /data/reflink-probe",
+            b = file_kib * 1024
+        ),
+    );
+    let write_ms: u64 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("write "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("the writer's time");
+    let probe = log
+        .lines()
+        .find(|l| l.contains("reflink-probe") || l.contains("cp:"))
+        .unwrap_or("(cp --reflink=always succeeded)")
+        .to_string();
+    let pv = k.get("pvc", "bench-src", "{.spec.volumeName}");
+    let bricks = pool_bricks(&pv);
+    let src_bytes = brick_bytes(&bricks, &pv);
+    rows.push([
+        format!("write {files} files of {file_kib} KiB in the pod (FUSE, TLS)"),
+        secs(Duration::from_millis(write_ms)),
+        gib(src_bytes),
+        l0,
+    ]);
+
+    let l = load();
+    k.apply(&format!(
+        r#"apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata: {{name: bench-snap, namespace: {NS}}}
+spec:
+  volumeSnapshotClassName: glusterkube
+  source: {{persistentVolumeClaimName: bench-src}}
+"#
+    ));
+    let took = k.wait(
+        "volumesnapshot",
+        "bench-snap",
+        "{.status.readyToUse}",
+        "true",
+        Duration::from_secs(1800),
+    );
+    rows.push([
+        "VolumeSnapshot until readyToUse".into(),
+        secs(took),
+        gib(brick_bytes(&bricks, ".glusterkube-snapshots")),
+        l,
+    ]);
+
+    let l = load();
+    let before = brick_bytes(&bricks, "");
+    k.claim(
+        "bench-restored",
+        "2Gi",
+        "  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: bench-snap}\n",
+    );
+    let took = k.wait(
+        "pvc",
+        "bench-restored",
+        "{.status.phase}",
+        "Bound",
+        Duration::from_secs(1800),
+    );
+    rows.push([
+        "PVC from the snapshot until Bound".into(),
+        secs(took),
+        gib(brick_bytes(&bricks, "").saturating_sub(before)),
+        l,
+    ]);
+
+    let l = load();
+    let before = brick_bytes(&bricks, "");
+    k.claim(
+        "bench-clone",
+        "2Gi",
+        "  dataSource: {kind: PersistentVolumeClaim, name: bench-src}\n",
+    );
+    let took = k.wait(
+        "pvc",
+        "bench-clone",
+        "{.status.phase}",
+        "Bound",
+        Duration::from_secs(1800),
+    );
+    rows.push([
+        "PVC cloned from the source until Bound".into(),
+        secs(took),
+        gib(brick_bytes(&bricks, "").saturating_sub(before)),
+        l,
+    ]);
+
+    let _ = Command::new("bash")
+        .arg(repo_root().join("demo.sh"))
+        .arg("clean")
+        .current_dir(repo_root())
+        .status();
+    let _ =
+        k.0.kubectl(&["delete", "volumesnapshotcontents", "--all", "--wait=false"]);
+
+    let l = load();
+    let reference = local_reference(files, file_kib);
+
+    let mut md = String::new();
+    md.push_str("# Snapshot and clone benchmark\n\n");
+    md.push_str(&format!(
+        "Generated by `tests/benches/snapshots.rs` (`GK_IMAGES_BUILT=1 cargo bench -p gk-testenv \
+         --bench snapshots -- {files} {mib}`) at commit {commit}{}, on the project's 2-core \
+         machine. All figures are from one run.\n\n",
+        if dirty {
+            " with uncommitted changes"
+        } else {
+            ""
+        }
+    ));
+    md.push_str(
+        "The product as it ships: `demo.sh` on three real kubelets, the chart's defaults, gluster \
+         TLS on, a replica-3 pool on node-local directories. Times are from the API (the \
+         object asked for, until ready or Bound). Space is what the copy holds on all three \
+         bricks together (`du` of the brick directories).\n\n",
+    );
+    md.push_str(
+        "| step | time | space on the bricks | load average (1 min) |\n|---|---:|---:|---:|\n",
+    );
+    for r in &rows {
+        md.push_str(&format!("| {} | {} | {} | {} |\n", r[0], r[1], r[2], r[3]));
+    }
+    md.push_str(&format!(
+        "\nA FICLONE through the PVC's FUSE mount (`cp --reflink=always` in the pod) answered: \
+         `{}`\n\n",
+        probe.trim()
+    ));
+    md.push_str(&format!(
+        "For comparison, the same tree ({files} files of {file_kib} KiB) on one loop-mounted \
+         XFS made as the bricks are (`mkfs.xfs -i size=512`), with no gluster between: what \
+         a reflink saves where the filesystem can be reached directly. Load average before: \
+         {l}.\n\n| copy | time | space used |\n|---|---:|---:|\n"
+    ));
+    for (label, took, bytes) in &reference {
+        md.push_str(&format!(
+            "| {label} | {} | {} |\n",
+            secs(*took),
+            gib(*bytes)
+        ));
+    }
+    md.push_str(
+        "\nThrough gluster the copy is a plain one (see docs/snapshots.md for why); the ratio \
+         that matters is the snapshot's time against the write of the same data, both measured \
+         above in one run.\n",
+    );
+    let out = repo_root().join("docs/benchmarks/snapshots.md");
+    std::fs::write(&out, &md).unwrap();
+    print!("{md}");
+    eprintln!("wrote {}", out.display());
+}
