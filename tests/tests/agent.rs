@@ -424,6 +424,7 @@ async fn half_done_create_is_rolled_back(agents: &AgentSet, net: &GlusterNet) {
         let mut ci = agents.client(i).await.unwrap();
         ci.brick_release(BrickReleaseRequest {
             path: path.display().to_string(),
+            only_if_empty: false,
         })
         .await
         .unwrap();
@@ -439,6 +440,7 @@ async fn half_done_create_is_rolled_back(agents: &AgentSet, net: &GlusterNet) {
     let (code, msg) = code_and_message(
         c.brick_release(BrickReleaseRequest {
             path: live.display().to_string(),
+            only_if_empty: false,
         })
         .await,
     );
@@ -471,6 +473,37 @@ async fn a_brick_marked_by_a_failed_create_is_cleared(agents: &AgentSet, net: &G
     );
     let v = create(&mut c, s).await.expect("the retry");
     assert_eq!(v.status, "Started");
+
+    // On a peer, the operator asks that node's agent to release what a failed create left
+    // there: only a marked directory holding nothing is released; one holding data stays.
+    let mut peer = agents.client(1).await.unwrap();
+    let root = net.nodes()[1].brick_root();
+    let (empty, kept) = (root.join("marked-peer-0"), root.join("marked-peer-1"));
+    for dir in [&empty, &kept] {
+        std::fs::create_dir_all(dir.join(".glusterfs")).unwrap();
+        let status = std::process::Command::new("setfattr")
+            .args(["-n", "trusted.glusterfs.volume-id", "-v"])
+            .arg("0x44aa7ea3954441629997d5dabefca900")
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    std::fs::write(kept.join("data"), b"keep me").unwrap();
+    for (dir, want) in [(&empty, true), (&kept, false)] {
+        let released = peer
+            .brick_release(BrickReleaseRequest {
+                path: dir.display().to_string(),
+                only_if_empty: true,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .released;
+        assert_eq!(released, want, "{}", dir.display());
+        assert_eq!(dir.exists(), !want, "{}", dir.display());
+    }
+    assert_eq!(std::fs::read(kept.join("data")).unwrap(), b"keep me");
 }
 
 /// glusterd's quota list of `volume`, through the agent.

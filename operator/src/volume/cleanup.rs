@@ -89,6 +89,7 @@ pub async fn run(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
                 a.client
                     .brick_release(BrickReleaseRequest {
                         path: path.to_string(),
+                        only_if_empty: false,
                     })
                     .await
                     .map_err(|s| Error::agent(&a.node, s))?;

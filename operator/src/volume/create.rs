@@ -1,7 +1,9 @@
 //! Creating the gluster volume of a GlusterVolume, once: bricks planned on the nodes whose
 //! agents answer, access control set before the bricks first start, then started.
 
-use gk_agent::proto::{VolumeCreateRequest, VolumeSpec as AgentSpec, VolumeType as AgentType};
+use gk_agent::proto::{
+    BrickReleaseRequest, VolumeCreateRequest, VolumeSpec as AgentSpec, VolumeType as AgentType,
+};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterVolume, VolumeType};
 use gk_gluster::VolumeLayout;
@@ -79,6 +81,7 @@ pub async fn run(
         .await
     {
         let e = Error::agent(&anchor.node, s);
+        release_leftovers(agents, &planned).await;
         set_status(
             ctx,
             gv,
@@ -89,4 +92,30 @@ pub async fn run(
         return Err(e);
     }
     Ok(())
+}
+
+/// glusterd marks the new brick directories on every peer while it stages a create; one
+/// that then fails on another peer (a peer not connected for a moment, say) leaves them
+/// marked, and every retry would fail with "already part of a volume". Each node's agent
+/// releases what is only such a mark (an empty directory of a volume that does not exist);
+/// anything holding data is kept. Failures are only logged: the retry reports its own.
+async fn release_leftovers(agents: &mut [NodeAgent], planned: &[gk_gluster::Brick]) {
+    for b in planned {
+        let Some(a) = agents.iter_mut().find(|a| a.address == b.host) else {
+            continue;
+        };
+        let req = BrickReleaseRequest {
+            path: b.path.clone(),
+            only_if_empty: true,
+        };
+        match a.client.brick_release(req).await {
+            Ok(r) if r.get_ref().released => {
+                tracing::info!(node = %a.node, brick = %b.path, "released a brick directory a failed create left")
+            }
+            Ok(_) => {}
+            Err(s) => {
+                tracing::warn!(node = %a.node, brick = %b.path, error = %s.message(), "releasing a failed create's brick directory")
+            }
+        }
+    }
 }

@@ -167,14 +167,7 @@ impl<R: CommandRunner + 'static> Agent<R> {
     /// Removes `path` if a failed create left it behind: it carries the volume id of no
     /// existing volume and holds nothing but gluster's empty `.glusterfs` directory.
     async fn clear_failed_brick(&self, path: &Path) {
-        let leftover = matches!(brick_volume_id(path), Ok(Some(_)))
-            && std::fs::read_dir(path).is_ok_and(|entries| {
-                entries.flatten().all(|e| {
-                    e.file_name() == ".glusterfs"
-                        && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none())
-                })
-            });
-        if !leftover {
+        if !failed_create_leftover(path) {
             return;
         }
         match self.release(path).await {
@@ -348,6 +341,18 @@ impl<R: CommandRunner + 'static> Agent<R> {
         })?;
         Ok(root.join(&path[1..]))
     }
+}
+
+/// What a create that failed leaves of a brick: a directory with a volume id and nothing
+/// in it but an empty .glusterfs.
+fn failed_create_leftover(path: &Path) -> bool {
+    matches!(brick_volume_id(path), Ok(Some(_)))
+        && std::fs::read_dir(path).is_ok_and(|entries| {
+            entries.flatten().all(|e| {
+                e.file_name() == ".glusterfs"
+                    && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none())
+            })
+        })
 }
 
 /// The volume UUID gluster stamps on a brick root, if any.
@@ -1037,8 +1042,12 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         &self,
         req: Request<BrickReleaseRequest>,
     ) -> Reply<BrickReleaseResponse> {
-        let path = PathBuf::from(req.into_inner().path);
+        let req = req.into_inner();
+        let path = PathBuf::from(&req.path);
         log_rpc("BrickRelease", "");
+        if req.only_if_empty && !failed_create_leftover(&path) {
+            return Ok(Response::new(BrickReleaseResponse { released: false }));
+        }
         tracing::info!(path = %path.display(), "releasing brick directory");
         let released = self.release(&path).await?;
         Ok(Response::new(BrickReleaseResponse { released }))
