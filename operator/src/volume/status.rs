@@ -118,7 +118,9 @@ pub fn compute(o: &Observed) -> Outcome {
         Some((
             "BricksUnreachable",
             format!(
-                "{online} of {total} bricks reachable; the brick agents of {} do not answer and                  gluster's volume status did not answer in time (a node off the network?);                  check those nodes and their network",
+                "{online} of {total} bricks reachable; the brick agents of {} do not answer and \
+                 gluster's volume status did not answer in time (a node off the network?); \
+                 check those nodes and their network",
                 offline_list()
             ),
         ))
@@ -126,7 +128,9 @@ pub fn compute(o: &Observed) -> Outcome {
         Some((
             "StatusUnanswered",
             format!(
-                "gluster's volume status of {name} did not answer in time although every                  brick agent answers; a glusterd may hold a transaction lock or not reach a                  peer; see the brick pods' glusterd logs"
+                "gluster's volume status of {name} did not answer in time although every \
+                 brick agent answers; a glusterd may hold a transaction lock or not reach a \
+                 peer; see the brick pods' glusterd logs"
             ),
         ))
     } else if online < total {
