@@ -129,6 +129,8 @@ pub struct NodeDown {
     /// The brick pod cannot run as it is (it cannot be scheduled, its image cannot be
     /// pulled, its container keeps failing): it needs a person, not time.
     pub stuck: bool,
+    /// There is no brick pod at all (its StatefulSet may be unable to create it).
+    pub missing_pod: bool,
 }
 
 /// Why a brick pod serves no agent, from its status: what the scheduler, the kubelet or the
@@ -274,6 +276,7 @@ pub async fn discover(
                     names::statefulset_name(&gc.name_any(), &node.name)
                 ),
                 stuck: false,
+                missing_pod: true,
             });
             continue;
         };
@@ -286,6 +289,7 @@ pub async fn discover(
                 node: node.name.clone(),
                 why,
                 stuck,
+                missing_pod: false,
             });
             continue;
         };
@@ -312,6 +316,7 @@ pub async fn discover(
                     None => format!("agent at {ip} did not answer: {}", s.message()),
                 },
                 stuck: false,
+                missing_pod: false,
             }),
         }
     }

@@ -9,6 +9,7 @@
 pub mod cleanup;
 pub mod owned;
 pub mod pool;
+pub mod refused;
 pub mod resources;
 pub mod retire;
 pub mod rollout;
@@ -55,7 +56,9 @@ async fn apply(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
     tls::gluster::ensure(ctx, gc).await?;
     resources::apply(ctx, gc).await?;
 
-    let (mut up, down) = agents::discover(&ctx.client, ctx.config.agent_port, gc, &creds).await?;
+    let (mut up, mut down) =
+        agents::discover(&ctx.client, ctx.config.agent_port, gc, &creds).await?;
+    refused::explain_missing(ctx, gc, &mut down).await;
     let anchor_peers = pool::form(&mut up).await?;
     let old = gc.status.clone().unwrap_or_default();
     let volumes = owned::volumes_on(ctx, gc).await?;

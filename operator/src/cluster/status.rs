@@ -208,6 +208,7 @@ mod tests {
             node: format!("n{i}"),
             why: "brick pod not running yet".into(),
             stuck: false,
+            missing_pod: false,
         }
     }
 
@@ -312,6 +313,7 @@ mod tests {
                 node: "n2".into(),
                 why: "brick pod c-n2-0 cannot be scheduled: 0/3 nodes are available".into(),
                 stuck: true,
+                missing_pod: false,
             },
             down(3),
         ];
