@@ -24,6 +24,29 @@ pub const BRICK_POD_SELECTOR: &str = "app.kubernetes.io/name=glusterkube-brick";
 pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=glusterkube-operator";
 
 /// The labels of everything the operator makes for a cluster.
+/// A Secret name given on a command line: a DNS subdomain (lower-case letters, digits, '-'
+/// and '.'), as the API requires.
+pub fn secret_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a Secret name (a DNS subdomain, such as regcred)"
+        ))
+    }
+}
+
 pub fn cluster_labels(cluster: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (LABEL_NAME.into(), "glusterkube-brick".into()),

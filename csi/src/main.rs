@@ -73,6 +73,11 @@ struct Cli {
     #[arg(long, env = "GK_MOUNT_PULL_POLICY", default_value = "IfNotPresent",
           value_parser = ["Always", "IfNotPresent", "Never"])]
     mount_pull_policy: String,
+    /// Secrets, by name and comma-separated, that mount pods pull their image with (in the
+    /// plugin's namespace).
+    #[arg(long, env = "GK_MOUNT_IMAGE_PULL_SECRETS", value_delimiter = ',',
+          value_parser = gk_api::names::secret_name)]
+    mount_image_pull_secrets: Vec<String>,
     /// The mount pods' priority class; empty for none.
     #[arg(long, env = "GK_MOUNT_PRIORITY_CLASS", default_value = "")]
     mount_priority_class: String,
@@ -199,6 +204,7 @@ async fn node_service(cli: &Cli) -> anyhow::Result<NodeService> {
             node: cli.node_id.clone(),
             image: cli.mount_image.clone(),
             pull_policy: cli.mount_pull_policy.clone(),
+            pull_secrets: cli.mount_image_pull_secrets.clone(),
             kubelet_dir: cli.kubelet_dir.clone(),
             tls_secret: cli.gluster_tls_secret.clone(),
             priority_class: (!cli.mount_priority_class.is_empty())

@@ -15,6 +15,9 @@ use crate::metrics::Metrics;
 pub struct Config {
     /// The brick image for clusters that do not name one.
     pub brick_image: String,
+    /// Secrets (by name) that brick pods pull their image with. Pods look them up in their
+    /// own namespace: each GlusterCluster's namespace needs a copy.
+    pub image_pull_secrets: Vec<String>,
     /// The agents' gRPC port.
     pub agent_port: u16,
     /// How often healthy objects are re-checked (brick and heal state).
@@ -45,6 +48,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             brick_image: format!("glusterkube/brick:{}", env!("CARGO_PKG_VERSION")),
+            image_pull_secrets: Vec::new(),
             agent_port: gk_api::agents::AGENT_PORT,
             refresh: Duration::from_secs(30),
             csi_driver: "gluster.glusterkube.dev".into(),

@@ -19,6 +19,11 @@ struct Cli {
     /// Brick image for clusters that do not name one.
     #[arg(long, env = "GK_BRICK_IMAGE")]
     brick_image: Option<String>,
+    /// Secrets, by name and comma-separated, that brick pods pull their image with (each
+    /// GlusterCluster's namespace needs its own copy).
+    #[arg(long, env = "GK_BRICK_IMAGE_PULL_SECRETS", value_delimiter = ',',
+          value_parser = gk_api::names::secret_name)]
+    brick_image_pull_secrets: Vec<String>,
     /// Seconds between health refreshes of healthy objects.
     #[arg(long, env = "GK_REFRESH_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(5..=3600))]
@@ -56,6 +61,7 @@ async fn main() -> anyhow::Result<()> {
         rollout_timeout: Duration::from_secs(cli.rollout_timeout_seconds),
         instance: cli.instance,
         namespace: cli.namespace,
+        image_pull_secrets: cli.brick_image_pull_secrets,
         ..Config::default()
     };
     if let Some(image) = cli.brick_image {

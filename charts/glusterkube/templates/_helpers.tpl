@@ -46,3 +46,11 @@ imagePullSecrets:
 {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{- /* The chart's imagePullSecrets as a comma-separated list of names, for the pods that
+the operator and the node plugin make (brick pods, mount pods). */ -}}
+{{- define "glusterkube.pullSecretNames" -}}
+{{- $names := list }}
+{{- range .Values.imagePullSecrets }}{{ $names = append $names .name }}{{ end }}
+{{- join "," $names }}
+{{- end -}}

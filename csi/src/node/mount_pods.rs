@@ -58,6 +58,8 @@ pub struct MountPods {
     pub node: String,
     pub image: String,
     pub pull_policy: String,
+    /// Secrets (in the plugin's namespace) the image is pulled with.
+    pub pull_secrets: Vec<String>,
     /// The kubelet's root directory: its plugins/ directory holds the staging paths.
     pub kubelet_dir: PathBuf,
     /// The Secret with the CSI node plugins' gluster certificate.
@@ -131,6 +133,13 @@ impl MountPods {
         });
         if let Some(pc) = &self.priority_class {
             pod_spec["priorityClassName"] = json!(pc);
+        }
+        if !self.pull_secrets.is_empty() {
+            pod_spec["imagePullSecrets"] = self
+                .pull_secrets
+                .iter()
+                .map(|name| json!({"name": name}))
+                .collect();
         }
         serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
@@ -267,6 +276,7 @@ mod tests {
             node: "n1".into(),
             image: "ghcr.io/glusterkube/csi:1".into(),
             pull_policy: "IfNotPresent".into(),
+            pull_secrets: vec!["regcred".into()],
             kubelet_dir: PathBuf::from("/var/lib/kubelet"),
             tls_secret: "glusterkube-csi-gluster-tls".into(),
             priority_class: Some("system-node-critical".into()),
@@ -285,6 +295,7 @@ mod tests {
         );
         assert_eq!(v["spec"]["nodeName"], "n1");
         assert_eq!(v["spec"]["priorityClassName"], "system-node-critical");
+        assert_eq!(v["spec"]["imagePullSecrets"], json!([{"name": "regcred"}]));
         let c = &v["spec"]["containers"][0];
         assert_eq!(c["securityContext"]["privileged"], true);
         let spec: MountSpec = serde_json::from_str(c["env"][0]["value"].as_str().unwrap()).unwrap();

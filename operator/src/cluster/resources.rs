@@ -31,7 +31,12 @@ pub async fn apply(ctx: &Context, gc: &GlusterCluster) -> Result<(), Error> {
         apply::object(
             ctx,
             &ns,
-            &build_statefulset(gc, node, &ctx.config.brick_image),
+            &build_statefulset(
+                gc,
+                node,
+                &ctx.config.brick_image,
+                &ctx.config.image_pull_secrets,
+            ),
         )
         .await?;
     }
@@ -74,6 +79,7 @@ pub fn build_statefulset(
     gc: &GlusterCluster,
     node: &StorageNode,
     default_image: &str,
+    pull_secrets: &[String],
 ) -> StatefulSet {
     let cluster = gc.name_any();
     let ns = gc.namespace().unwrap_or_default();
@@ -147,6 +153,13 @@ pub fn build_statefulset(
         "containers": [container],
         "volumes": volumes,
     });
+    // Left out when empty, so that setting none changes no pod template.
+    if !pull_secrets.is_empty() {
+        pod_spec["imagePullSecrets"] = pull_secrets
+            .iter()
+            .map(|name| json!({"name": name}))
+            .collect();
+    }
     if !gc.spec.tolerations.is_empty() {
         pod_spec["tolerations"] =
             serde_json::to_value(&gc.spec.tolerations).expect("tolerations serialise");
@@ -186,7 +199,7 @@ pub(crate) mod tests {
     #[test]
     fn brick_pods_get_gluster_tls_unless_the_cluster_turns_it_off() {
         let pod = |gc: &GlusterCluster| {
-            let sts = build_statefulset(gc, &gc.spec.nodes[0], "img");
+            let sts = build_statefulset(gc, &gc.spec.nodes[0], "img", &[]);
             serde_json::to_value(sts.spec.unwrap().template.spec.unwrap()).unwrap()
         };
         let env = |p: &serde_json::Value| {
@@ -216,9 +229,30 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn pull_secrets_reach_the_pod_and_none_change_nothing() {
+        let gc = cluster();
+        let with = serde_json::to_value(build_statefulset(
+            &gc,
+            &gc.spec.nodes[0],
+            "img:1",
+            &["regcred".into()],
+        ))
+        .unwrap();
+        assert_eq!(
+            with["spec"]["template"]["spec"]["imagePullSecrets"],
+            json!([{"name": "regcred"}])
+        );
+        let without =
+            serde_json::to_value(build_statefulset(&gc, &gc.spec.nodes[0], "img:1", &[])).unwrap();
+        assert!(without["spec"]["template"]["spec"]
+            .get("imagePullSecrets")
+            .is_none());
+    }
+
+    #[test]
     fn statefulset_is_pinned_and_mounts_node_storage() {
         let gc = cluster();
-        let sts = build_statefulset(&gc, &gc.spec.nodes[0], "img:1");
+        let sts = build_statefulset(&gc, &gc.spec.nodes[0], "img:1", &[]);
         let v = serde_json::to_value(&sts).unwrap();
         let pod = &v["spec"]["template"]["spec"];
         assert_eq!(v["spec"]["replicas"], 1);
@@ -232,7 +266,8 @@ pub(crate) mod tests {
         let vols = pod["volumes"].as_array().unwrap();
         assert!(vols.iter().any(|v| v["hostPath"]["path"] == "/srv/g"));
         assert_eq!(v["metadata"]["ownerReferences"][0]["uid"], "u1");
-        let dev = serde_json::to_value(build_statefulset(&gc, &gc.spec.nodes[1], "img:1")).unwrap();
+        let dev =
+            serde_json::to_value(build_statefulset(&gc, &gc.spec.nodes[1], "img:1", &[])).unwrap();
         let env = dev["spec"]["template"]["spec"]["containers"][0]["env"]
             .as_array()
             .unwrap()
