@@ -40,13 +40,16 @@ pub trait PoolResolver: Send + Sync + 'static {
     fn pools(&self) -> impl std::future::Future<Output = Result<Vec<ObjectKey>, Status>> + Send;
 
     /// Makes (or finds, when the same) a dedicated GlusterVolume and waits until it serves.
+    /// With the `claim` it is for, nothing is made once that claim is gone, and a volume
+    /// made for a claim deleted while it is waited for is deleted again.
     fn create_dedicated(
         &self,
         key: &ObjectKey,
         spec: &Provisioning,
         bytes: u64,
+        claim: Option<&ObjectKey>,
     ) -> impl std::future::Future<Output = Result<Dedicated, Status>> + Send {
-        let _ = (key, spec, bytes);
+        let _ = (key, spec, bytes, claim);
         async {
             Err(Status::unimplemented(
                 "dedicated volumes need the Kubernetes API",

@@ -7,12 +7,25 @@ use std::time::{Duration, Instant};
 use gk_api::agents::{describe_down, discover, read_credentials};
 use gk_api::crd::{GlusterCluster, GlusterVolume};
 use gk_api::names::INSTANCE_LABEL;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
 use serde_json::json;
 use tonic::Status;
 
 use crate::backend::{Dedicated, Pool, PoolResolver};
 use crate::params::{ObjectKey, Provisioning};
+
+/// The claim a dedicated GlusterVolume was made for (namespace/name), when the provisioner
+/// named it.
+pub const CLAIM_ANNOTATION: &str = "glusterkube.dev/claim";
+
+fn claim_gone(claim: &ObjectKey, key: &ObjectKey) -> Status {
+    Status::failed_precondition(format!(
+        "PersistentVolumeClaim {claim} no longer exists, so GlusterVolume {key} is not made \
+         for it (or was deleted again)"
+    ))
+}
 
 /// How long CreateVolume waits for a new GlusterVolume before telling the provisioner to
 /// call again (it retries with the same name, which finds the same volume).
@@ -76,6 +89,18 @@ impl KubePools {
             client,
             agent_port,
             wait: READY_WAIT,
+        }
+    }
+
+    /// Whether the PersistentVolumeClaim still exists (and is not being deleted).
+    async fn claim_exists(&self, claim: &ObjectKey) -> Result<bool, Status> {
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &claim.namespace);
+        match api.get_opt(&claim.name).await {
+            Ok(c) => Ok(c.is_some_and(|c| c.metadata.deletion_timestamp.is_none())),
+            Err(e) => Err(Status::unavailable(format!(
+                "reading PersistentVolumeClaim {claim}: {e}"
+            ))),
         }
     }
 }
@@ -166,6 +191,7 @@ impl PoolResolver for KubePools {
         key: &ObjectKey,
         spec: &Provisioning,
         bytes: u64,
+        claim: Option<&ObjectKey>,
     ) -> Result<Dedicated, Status> {
         let Provisioning::Dedicated {
             cluster,
@@ -214,6 +240,12 @@ impl PoolResolver for KubePools {
                 }
             }
             None => {
+                // A provisioner's call can still be pending when its claim is deleted.
+                if let Some(c) = claim {
+                    if !self.claim_exists(c).await? {
+                        return Err(claim_gone(c, key));
+                    }
+                }
                 // The volume goes to the operator instance that runs its cluster.
                 let clusters: Api<GlusterCluster> =
                     Api::namespaced(self.client.clone(), &cluster.namespace);
@@ -226,9 +258,14 @@ impl PoolResolver for KubePools {
                 {
                     labels[INSTANCE_LABEL] = json!(instance);
                 }
+                let annotations = match claim {
+                    Some(c) => json!({CLAIM_ANNOTATION: c.to_string()}),
+                    None => json!({}),
+                };
                 let gv: GlusterVolume = serde_json::from_value(json!({
                     "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
-                    "metadata": {"name": key.name, "namespace": key.namespace, "labels": labels},
+                    "metadata": {"name": key.name, "namespace": key.namespace, "labels": labels,
+                                 "annotations": annotations},
                     "spec": want,
                 }))
                 .map_err(|e| Status::invalid_argument(format!("invalid parameters: {e}")))?;
@@ -243,10 +280,25 @@ impl PoolResolver for KubePools {
             }
         }
         let deadline = Instant::now() + self.wait;
+        let mut claim_checked = Instant::now();
         loop {
             let gv = api.get(&key.name).await.map_err(|e| unavailable(key, e))?;
             if let Some(d) = ready(&gv) {
                 return Ok(d);
+            }
+            // The claim deleted while its volume was being made: nothing will ever use or
+            // delete the volume, so it goes now (only one made for that claim).
+            if let Some(c) = claim {
+                if claim_checked.elapsed() > Duration::from_secs(5) {
+                    claim_checked = Instant::now();
+                    let ours = gv.annotations().get(CLAIM_ANNOTATION) == Some(&c.to_string());
+                    if ours && !self.claim_exists(c).await? {
+                        api.delete(&key.name, &DeleteParams::default())
+                            .await
+                            .map_err(|e| unavailable(key, e))?;
+                        return Err(claim_gone(c, key));
+                    }
+                }
             }
             if Instant::now() > deadline {
                 return Err(Status::deadline_exceeded(format!(

@@ -115,7 +115,7 @@ impl Provisioning {
     }
 
     pub fn from_parameters(params: &HashMap<String, String>) -> Result<Self, ParamError> {
-        let known_subdir = ["mode", "pool"];
+        let known_subdir = ["mode", "pool", "subDir"];
         let known_dedicated = [
             "mode",
             "cluster",
@@ -245,6 +245,88 @@ impl Provisioning {
             }
         }
     }
+}
+
+/// The claim a CreateVolume is for, from the parameters the external-provisioner adds with
+/// --extra-create-metadata; None without them.
+pub fn claim_of(params: &HashMap<String, String>) -> Option<ObjectKey> {
+    Some(ObjectKey {
+        namespace: params.get("csi.storage.k8s.io/pvc/namespace")?.clone(),
+        name: params.get("csi.storage.k8s.io/pvc/name")?.clone(),
+    })
+}
+
+/// The variables of a `subDir` template, and the provisioner parameters they are read from.
+const SUBDIR_VARIABLES: [(&str, &str); 3] = [
+    (
+        "${pvc.metadata.namespace}",
+        "csi.storage.k8s.io/pvc/namespace",
+    ),
+    ("${pvc.metadata.name}", "csi.storage.k8s.io/pvc/name"),
+    ("${pv.metadata.name}", "csi.storage.k8s.io/pv/name"),
+];
+
+/// The directory of a subdirectory PV: the StorageClass's `subDir` template filled in from
+/// the claim's metadata when it has one, else the name the provisioner gave.
+pub fn subdir_for(name: &str, params: &HashMap<String, String>) -> Result<String, ParamError> {
+    let Some(template) = params.get("subDir") else {
+        return dir_for_name(name);
+    };
+    const FIELD: &str = "parameters.subDir";
+    let unique = template.contains("${pv.metadata.name}")
+        || (template.contains("${pvc.metadata.namespace}")
+            && template.contains("${pvc.metadata.name}"));
+    if !unique {
+        return Err(bad(
+            FIELD,
+            format!(
+                "{template:?} must include ${{pv.metadata.name}}, or both \
+                 ${{pvc.metadata.namespace}} and ${{pvc.metadata.name}}, so that two claims \
+                 never share a directory"
+            ),
+        ));
+    }
+    let mut dir = template.clone();
+    for (var, key) in SUBDIR_VARIABLES {
+        if dir.contains(var) {
+            let value = params.get(key).ok_or_else(|| {
+                bad(
+                    FIELD,
+                    format!(
+                        "uses {var}, which the external-provisioner passes only with \
+                         --extra-create-metadata (the chart sets it)"
+                    ),
+                )
+            })?;
+            dir = dir.replace(var, value);
+        }
+    }
+    if let Some(i) = dir.find("${") {
+        return Err(bad(
+            FIELD,
+            format!(
+                "{template:?} has an unknown variable at {:?}; known: {}",
+                &dir[i..],
+                SUBDIR_VARIABLES.map(|(v, _)| v).join(", ")
+            ),
+        ));
+    }
+    let dir = dir.to_ascii_lowercase();
+    let ok = valid_dir(&dir)
+        && dir.len() <= 200
+        && dir
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'));
+    if !ok {
+        return Err(bad(
+            FIELD,
+            format!(
+                "{template:?} gives {dir:?}, which is not one plain directory name (letters, \
+                 digits, '-' and '.', not beginning with '.', at most 200)"
+            ),
+        ));
+    }
+    Ok(dir)
 }
 
 /// A volume ID: everything later calls need, with no lookup.
@@ -432,6 +514,55 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn subdir_templates_fill_in_the_claim_and_refuse_what_is_unsafe() {
+        let meta = [
+            ("csi.storage.k8s.io/pvc/namespace", "Team-A"),
+            ("csi.storage.k8s.io/pvc/name", "data"),
+            ("csi.storage.k8s.io/pv/name", "pvc-1234"),
+        ];
+        let with = |t: &str| {
+            let mut m = p(&meta);
+            m.insert("subDir".into(), t.into());
+            m
+        };
+        assert_eq!(
+            subdir_for(
+                "pvc-1234",
+                &with("${pvc.metadata.namespace}-${pvc.metadata.name}")
+            ),
+            Ok("team-a-data".into())
+        );
+        assert_eq!(
+            subdir_for("x", &with("k8s-${pv.metadata.name}")),
+            Ok("k8s-pvc-1234".into())
+        );
+        assert_eq!(subdir_for("pvc-9", &p(&meta)), Ok("pvc-9".into()));
+        for bad in [
+            "${pvc.metadata.name}",
+            "${pv.metadata.name}/x",
+            ".${pv.metadata.name}",
+            "${pv.metadata.name}-${pvc.metadata.uid}",
+        ] {
+            assert_eq!(
+                subdir_for("n", &with(bad)).unwrap_err().field,
+                "parameters.subDir",
+                "{bad}"
+            );
+        }
+        let mut no_meta = p(&[]);
+        no_meta.insert("subDir".into(), "${pv.metadata.name}".into());
+        let e = subdir_for("n", &no_meta).unwrap_err();
+        assert!(e.reason.contains("--extra-create-metadata"), "{e:?}");
+        assert_eq!(
+            claim_of(&p(&meta)),
+            Some(ObjectKey {
+                namespace: "Team-A".into(),
+                name: "data".into()
+            })
+        );
     }
 
     #[test]

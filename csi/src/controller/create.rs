@@ -12,7 +12,9 @@ use tonic::{Request, Response, Status};
 use super::snapshot::DEDICATED_REFUSAL;
 use super::{ControllerService, Reply};
 use crate::backend::{PoolResolver, Source, DEDICATED_DIR};
-use crate::params::{dir_for_name, ObjectKey, Provisioning, SnapshotId, VolumeId};
+use crate::params::{
+    claim_of, dir_for_name, subdir_for, ObjectKey, Provisioning, SnapshotId, VolumeId,
+};
 use crate::request::{check_capabilities, invalid, param_status, required_bytes, volume_context};
 
 impl<P: PoolResolver> ControllerService<P> {
@@ -32,13 +34,12 @@ impl<P: PoolResolver> ControllerService<P> {
         if source.is_some() && matches!(provisioning, Provisioning::Dedicated { .. }) {
             return Err(invalid("volume_content_source", DEDICATED_REFUSAL));
         }
-        let dir = dir_for_name(&req.name).map_err(param_status)?;
         let pool_key = match &provisioning {
             Provisioning::Subdir { pool } => pool.clone(),
             Provisioning::Dedicated { cluster, .. } => {
                 let key = ObjectKey {
                     namespace: cluster.namespace.clone(),
-                    name: dir,
+                    name: dir_for_name(&req.name).map_err(param_status)?,
                 };
                 let id = VolumeId::Dedicated {
                     volume: key.clone(),
@@ -47,7 +48,12 @@ impl<P: PoolResolver> ControllerService<P> {
                 tracing::info!(name = %req.name, volume_id = %id, bytes, "CreateVolume");
                 let d = self
                     .pools
-                    .create_dedicated(&key, &provisioning, bytes)
+                    .create_dedicated(
+                        &key,
+                        &provisioning,
+                        bytes,
+                        claim_of(&req.parameters).as_ref(),
+                    )
                     .await?;
                 // The PV's data lives in a directory with a quota of its size, so `df` shows
                 // the PV's size and a write past it fails, as on a subdirectory PV.
@@ -65,6 +71,7 @@ impl<P: PoolResolver> ControllerService<P> {
                 }));
             }
         };
+        let dir = subdir_for(&req.name, &req.parameters).map_err(param_status)?;
         let id = VolumeId::Subdir {
             pool: pool_key.clone(),
             dir: dir.clone(),

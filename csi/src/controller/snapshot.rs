@@ -57,9 +57,14 @@ fn to_csi(pool: &ObjectKey, s: &Snapshot) -> Result<csi::Snapshot, Status> {
     })
 }
 
-/// VolumeSnapshotClass parameters: none are known yet, so any is a mistake worth naming.
+/// VolumeSnapshotClass parameters: none are known yet, so any is a mistake worth naming
+/// (those the csi-snapshotter adds itself, with --extra-create-metadata, aside).
 fn check_parameters(params: &HashMap<String, String>) -> Result<(), Status> {
-    match params.keys().min() {
+    match params
+        .keys()
+        .filter(|k| !k.starts_with("csi.storage.k8s.io/"))
+        .min()
+    {
         Some(k) => Err(invalid(
             &format!("parameters.{k}"),
             "is not a snapshot parameter of this driver (it takes none)",
