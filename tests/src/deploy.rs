@@ -64,15 +64,32 @@ pub fn chart_dir() -> PathBuf {
 /// `helm template` of the chart as `release` in `namespace`, with extra arguments.
 pub fn render(release: &str, namespace: &str, extra: &[&str]) -> Result<String, EnvError> {
     let chart = chart_dir();
+    // Offline, helm assumes Kubernetes 1.20, below the chart's kubeVersion: render for the
+    // version the tests run (GK_K8S_VERSION in tests/env/common.sh).
+    let kube_version = kube_version();
     let mut args = vec![
         "template",
         release,
         chart.to_str().expect("utf-8 path"),
         "--namespace",
         namespace,
+        "--kube-version",
+        &kube_version,
     ];
     args.extend_from_slice(extra);
     run_helm(&args)
+}
+
+/// The Kubernetes version the tests build and run, as tests/env/common.sh pins it.
+pub fn kube_version() -> String {
+    let common = std::fs::read_to_string(repo_root().join("tests/env/common.sh"))
+        .expect("tests/env/common.sh");
+    common
+        .lines()
+        .find_map(|l| l.strip_prefix("GK_K8S_VERSION=${GK_K8S_VERSION:-"))
+        .and_then(|rest| rest.strip_suffix('}'))
+        .expect("GK_K8S_VERSION in tests/env/common.sh")
+        .to_string()
 }
 
 /// Helm's bookkeeping labels mean nothing to objects applied with kubectl.
