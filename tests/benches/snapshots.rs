@@ -375,13 +375,30 @@ spec:
         l,
     ]);
 
+    // The snapshot goes while the csi-snapshotter still runs to delete its copy.
+    k.kubectl(&[
+        "-n",
+        NS,
+        "delete",
+        "pvc",
+        "bench-restored",
+        "bench-clone",
+        "bench-src",
+        "--wait=true",
+    ]);
+    k.kubectl(&[
+        "-n",
+        NS,
+        "delete",
+        "volumesnapshot",
+        "bench-snap",
+        "--wait=true",
+    ]);
     let _ = Command::new("bash")
         .arg(repo_root().join("demo.sh"))
         .arg("clean")
         .current_dir(repo_root())
         .status();
-    let _ =
-        k.0.kubectl(&["delete", "volumesnapshotcontents", "--all", "--wait=false"]);
 
     let l = load();
     let reference = local_reference(files, file_kib);

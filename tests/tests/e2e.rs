@@ -218,7 +218,7 @@ struct Teardown;
 
 /// The StorageClasses the test makes (cluster-scoped: the demo's namespace does not take
 /// them along).
-const STORAGE_CLASSES: [&str; 2] = ["gk-e2e-dedicated", "gk-e2e-retain"];
+const STORAGE_CLASSES: [&str; 3] = ["gk-e2e-dedicated", "gk-e2e-retain", "gk-e2e-templated"];
 
 impl Drop for Teardown {
     fn drop(&mut self) {
@@ -1039,6 +1039,61 @@ async fn dedicated_holds_its_size(k: &Cluster) {
     );
 }
 
+/// A StorageClass `subDir` template names the PV's directory after its claim (the chart
+/// runs the provisioner with --extra-create-metadata).
+async fn subdir_template_names_the_directory(k: &Cluster) {
+    k.apply(&format!(
+        r#"apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {{name: gk-e2e-templated}}
+provisioner: gluster.glusterkube.dev
+parameters: {{pool: {NS}/pool, subDir: "${{pvc.metadata.namespace}}-${{pvc.metadata.name}}"}}
+reclaimPolicy: Delete
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: templated, namespace: {NS}}}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: gk-e2e-templated
+  resources: {{requests: {{storage: 64Mi}}}}
+"#
+    ));
+    pvc_bound(k, "templated", Duration::from_secs(120)).await;
+    let pv = k.kubectl(&[
+        "-n",
+        NS,
+        "get",
+        "pvc",
+        "templated",
+        "-o",
+        "jsonpath={.spec.volumeName}",
+    ]);
+    let handle = k.kubectl(&["get", "pv", &pv, "-o", "jsonpath={.spec.csi.volumeHandle}"]);
+    assert_eq!(handle, format!("subdir/{NS}/pool/{NS}-templated"));
+    let dirs = sh(
+        "find",
+        &[
+            NODE_DATA,
+            "-type",
+            "d",
+            "-name",
+            &format!("{NS}-templated"),
+            "-path",
+            "*/bricks/*",
+        ],
+    );
+    let on_bricks = String::from_utf8_lossy(&dirs.stdout)
+        .lines()
+        .filter(|l| !l.contains("/.glusterfs/"))
+        .count();
+    assert_eq!(
+        on_bricks, 3,
+        "the templated directory on the pool's three bricks"
+    );
+    k.kubectl(&["-n", NS, "delete", "pvc", "templated", "--wait=true"]);
+}
+
 /// Snapshots and clones under real kubelets, through the snapshot-controller and the
 /// chart's csi-snapshotter and VolumeSnapshotClass: files written to a PVC, a VolumeSnapshot
 /// of it, a PVC restored from it and a PVC cloned from the source; the source deleted, and a
@@ -1528,6 +1583,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     }
     dedicated_holds_its_size(&k).await;
     snapshots_and_clones(&k).await;
+    subdir_template_names_the_directory(&k).await;
 
     // 4. Online expansion of the bound PVC.
     k.merge_patch(

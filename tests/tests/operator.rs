@@ -148,11 +148,54 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
             json!({"cluster": "pool", "type": "Disperse", "disperse": {"data": 2, "redundancy": 1}, "brickCount": 3, "options": {"performance.cache-size": "64MB"}}),
         ),
     ];
+    // As a create that failed on one peer leaves them (seen under real kubelets, with a
+    // brick pod just restarted): r3's brick directories on the other two nodes already
+    // marked for a volume that does not exist. The first create fails "already part of a
+    // volume"; the operator has each node's agent release such empty marks, and the retry
+    // succeeds.
+    for node in &net.nodes()[1..] {
+        for i in 0..3 {
+            let dir = node.brick_root().join(format!("{ns}-r3-{i}"));
+            std::fs::create_dir_all(dir.join(".glusterfs")).unwrap();
+            let status = std::process::Command::new("setfattr")
+                .args(["-n", "trusted.glusterfs.volume-id", "-v"])
+                .arg("0x55aa7ea3954441629997d5dabefca900")
+                .arg(&dir)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+    }
     for (name, spec) in &specs[..2] {
         volumes
             .create(&PostParams::default(), &volume(name, spec.clone()))
             .await
             .unwrap();
+    }
+    // r3's bricks on those nodes are the paths that were marked, now marked with r3's id.
+    let r3 = volume_ready(&volumes, "r3").await;
+    let marked: Vec<String> = r3
+        .status
+        .as_ref()
+        .unwrap()
+        .bricks
+        .iter()
+        .filter(|b| net.nodes()[1..].iter().any(|n| b.host == n.address))
+        .map(|b| b.path.clone())
+        .collect();
+    assert_eq!(marked.len(), 2, "{:?}", r3.status);
+    for path in &marked {
+        let out = std::process::Command::new("getfattr")
+            .args(["-e", "hex", "-n", "trusted.glusterfs.volume-id"])
+            .arg(path)
+            .output()
+            .unwrap();
+        let id = String::from_utf8_lossy(&out.stdout);
+        assert!(path.contains(&format!("{ns}-r3-")), "{path}");
+        assert!(
+            !id.contains("55aa7ea3"),
+            "{path} kept the failed create's mark: {id}"
+        );
     }
     for (name, _) in &specs[..2] {
         let v = volume_ready(&volumes, name).await;
@@ -446,6 +489,50 @@ async fn errors_reach_status(client: &kube::Client, ns: &str) {
     .await;
     assert_eq!(reason, "BrickPodsFailing", "{message}");
     assert!(message.contains("cannot be scheduled"), "{message}");
+
+    // A namespace whose Pod Security level refuses privileged pods: the apiserver's own
+    // admission refuses the StatefulSet controller's brick pod, and status says what to do.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let psa_ns = format!("{ns}-psa");
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": psa_ns,
+                             "labels": {"pod-security.kubernetes.io/enforce": "baseline"}},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let psa: Api<GlusterCluster> = Api::namespaced(client.clone(), &psa_ns);
+    psa.create(
+        &PostParams::default(),
+        &cluster("psa", json!({"nodes": [node("storage-1")]})),
+    )
+    .await
+    .unwrap();
+    let (reason, message) = wait_until("the Pod Security refusal in status", 90, async || {
+        degraded(&psa.get("psa").await.ok()?.status?.conditions)
+    })
+    .await;
+    assert_eq!(reason, "BrickPodsFailing", "{message}");
+    assert!(
+        message.contains("violates PodSecurity \"baseline:latest\"")
+            && message.contains(&format!(
+                "kubectl label namespace {psa_ns} pod-security.kubernetes.io/enforce=privileged"
+            )),
+        "{message}"
+    );
+    psa.delete("psa", &DeleteParams::default()).await.unwrap();
+    wait_until("the refused cluster gone", 60, async || {
+        psa.get_opt("psa").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    namespaces
+        .delete(&psa_ns, &DeleteParams::default())
+        .await
+        .unwrap();
     let (reason, message) = wait_until("the bad option's condition", 60, async || {
         degraded(&volumes.get("badopt").await.ok()?.status?.conditions)
     })
@@ -573,6 +660,34 @@ async fn csi_through_the_kubernetes_api(
         ("cluster".to_string(), format!("{ns}/pool")),
         ("type".to_string(), "Replicate".to_string()),
     ]);
+    // A call still pending for a claim deleted meanwhile makes nothing.
+    let mut for_gone_claim = params.clone();
+    for (k, v) in [
+        ("csi.storage.k8s.io/pvc/namespace", ns),
+        ("csi.storage.k8s.io/pvc/name", "deleted-claim"),
+    ] {
+        for_gone_claim.insert(k.into(), v.into());
+    }
+    let refused = driver
+        .create_volume(Request::new(csi::CreateVolumeRequest {
+            name: "pvc-gone".into(),
+            volume_capabilities: vec![cap.clone()],
+            parameters: for_gone_claim,
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+    assert!(
+        refused.message().contains("no longer exists"),
+        "{refused:?}"
+    );
+    let gvs: Api<GlusterVolume> = Api::namespaced(client.clone(), ns);
+    assert!(gvs.get_opt("pvc-gone").await.unwrap().is_none());
     let ded = driver
         .create_volume(Request::new(csi::CreateVolumeRequest {
             name: "pvc-ded".into(),
