@@ -64,6 +64,8 @@ pub struct Context {
     pub recorder: Recorder,
     pub config: Config,
     pub metrics: Arc<Metrics>,
+    /// Heal counts by gluster volume, one running at a time each (see `volume::heal`).
+    pub heals: crate::volume::heal::SingleFlight<gk_agent::proto::HealInfoResponse>,
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub async fn run(
         client: client.clone(),
         config,
         metrics,
+        heals: Default::default(),
     });
     // The CSI node plugins wait for their certificate (the chart mounts it), clusters or not.
     let (c, ns) = (client.clone(), ctx.config.namespace.clone());

@@ -1123,6 +1123,7 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
             ..Config::default()
         },
         metrics: Arc::new(gk_operator::metrics::Metrics::default()),
+        heals: Default::default(),
     });
     // No kubelet runs the brick pod, so the cluster cannot become ready; everything up to
     // asking its agent (PKI Secrets, Service, PDB, StatefulSet, status) must be allowed. An

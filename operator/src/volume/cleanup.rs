@@ -75,6 +75,7 @@ pub async fn run(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         .await
         .map_err(|s| Error::agent(&anchor.node, s))?;
     tracing::info!(volume = %name, "deleted gluster volume");
+    ctx.heals.forget(&name);
     if gv.spec.deletion_policy == DeletionPolicy::Delete {
         let retired = gv
             .status

@@ -10,6 +10,7 @@
 pub mod cleanup;
 pub mod create;
 pub mod day2;
+pub mod heal;
 pub mod lookup;
 pub mod observe;
 pub mod options;

@@ -22,6 +22,8 @@ use crate::Error;
 /// that dropped off the network (no reset) until it gives the peer up, which takes minutes;
 /// status must say Degraded long before.
 const GLUSTER_WAIT: Duration = Duration::from_secs(15);
+/// How long a reconcile waits for a heal count before going on with the last one.
+const HEAL_WAIT: Duration = Duration::from_secs(10);
 /// How long a brick agent may take to answer a health probe when gluster did not answer.
 const PROBE_WAIT: Duration = Duration::from_secs(3);
 
@@ -46,17 +48,21 @@ pub async fn run(
             None
         }
     };
-    // Heal counts come from glfsheal, which asks the bricks, not glusterd's peers: a lost
-    // brick costs it a ping timeout, but a long heal list takes minutes under load, and an
-    // answer abandoned would leave its glfsheal running. So it is not bounded; it is skipped
-    // when gluster's status did not answer (a node is lost, the counts would wait for it).
+    // Heal counts (see `heal`): skipped when gluster's status did not answer (a node is
+    // lost, the count would wait for it); otherwise waited for a while, then the last count
+    // stands in while this one goes on.
     let heal = if st.is_some() && crate::plan::layout_of(&vol).set_size() > 1 {
-        anchor
-            .client
-            .heal_info(req())
+        let mut client = anchor.client.clone();
+        let volume = name.to_string();
+        ctx.heals
+            .get(name, HEAL_WAIT, move || async move {
+                client
+                    .heal_info(VolumeRequest { name: volume })
+                    .await
+                    .ok()
+                    .map(|r| r.into_inner())
+            })
             .await
-            .ok()
-            .map(|r| r.into_inner())
     } else {
         None
     };
