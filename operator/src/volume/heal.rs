@@ -86,6 +86,19 @@ impl<T: Clone + Send + Sync + 'static> SingleFlight<T> {
             .and_then(|s| s.last.clone())
     }
 
+    /// Drops the last result of `key`, keeping a count that runs: counts from before a brick
+    /// went offline say nothing about what it must heal once back.
+    pub fn clear_last(&self, key: &str) {
+        if let Some(s) = self
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(key)
+        {
+            s.last = None;
+        }
+    }
+
     /// Forgets `key` (its volume is gone).
     pub fn forget(&self, key: &str) {
         self.slots
@@ -138,6 +151,11 @@ mod tests {
         assert_eq!(
             f.get("v", Duration::from_secs(1), || async { None }).await,
             Some(99)
+        );
+        f.clear_last("v");
+        assert_eq!(
+            f.get("v", Duration::from_secs(1), || async { None }).await,
+            None
         );
         f.forget("v");
         assert_eq!(f.last("v"), None);
