@@ -51,9 +51,9 @@ pub async fn run(
     // Heal counts (see `heal`): skipped when gluster's status did not answer (a node is
     // lost, the count would wait for it); otherwise waited for a while, then the last count
     // stands in while this one goes on, unless a brick was offline since (then none does).
-    let whole = st.as_ref().is_some_and(|s| {
-        s.bricks.len() == vol.bricks.len() && s.bricks.iter().all(|b| b.online)
-    });
+    let whole = st
+        .as_ref()
+        .is_some_and(|s| s.bricks.len() == vol.bricks.len() && s.bricks.iter().all(|b| b.online));
     if !whole {
         ctx.heals.clear_last(name);
     }
