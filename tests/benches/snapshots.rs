@@ -99,6 +99,7 @@ kind: Pod
 metadata: {{name: {name}, namespace: {NS}}}
 spec:
   nodeSelector: {{kubernetes.io/hostname: gk-node-1}}
+  tolerations: [{{key: glusterkube.dev/local-node, operator: Exists, effect: NoSchedule}}]
   restartPolicy: Never
   containers:
     - name: main
