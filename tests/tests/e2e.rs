@@ -295,6 +295,12 @@ fn dump_state() {
 
 /// Every copy of `file` under the node-local brick directories of the demo cluster.
 fn brick_copies(file: &str) -> Vec<PathBuf> {
+    on_bricks(file, "f")
+}
+
+/// Every entry named `name` of find's type `kind` (f, d) under the node-local brick
+/// directories of the demo cluster, outside gluster's own `.glusterfs`.
+fn on_bricks(name: &str, kind: &str) -> Vec<PathBuf> {
     let out = sh(
         "find",
         &[
@@ -302,9 +308,9 @@ fn brick_copies(file: &str) -> Vec<PathBuf> {
             "-path",
             "*/bricks/*",
             "-name",
-            file,
+            name,
             "-type",
-            "f",
+            kind,
         ],
     );
     String::from_utf8_lossy(&out.stdout)
@@ -1071,25 +1077,11 @@ spec:
     ]);
     let handle = k.kubectl(&["get", "pv", &pv, "-o", "jsonpath={.spec.csi.volumeHandle}"]);
     assert_eq!(handle, format!("subdir/{NS}/pool/{NS}-templated"));
-    let dirs = sh(
-        "find",
-        &[
-            NODE_DATA,
-            "-type",
-            "d",
-            "-name",
-            &format!("{NS}-templated"),
-            "-path",
-            "*/bricks/*",
-        ],
-    );
-    let on_bricks = String::from_utf8_lossy(&dirs.stdout)
-        .lines()
-        .filter(|l| !l.contains("/.glusterfs/"))
-        .count();
+    let dirs = on_bricks(&format!("{NS}-templated"), "d");
     assert_eq!(
-        on_bricks, 3,
-        "the templated directory on the pool's three bricks"
+        dirs.len(),
+        3,
+        "the templated directory on the pool's three bricks: {dirs:?}"
     );
     k.kubectl(&["-n", NS, "delete", "pvc", "templated", "--wait=true"]);
 }

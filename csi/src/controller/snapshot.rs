@@ -127,12 +127,8 @@ impl<P: PoolResolver> ControllerService<P> {
         };
         let _guard = self.locks.try_lock(&id.to_string())?;
         tracing::info!(snapshot_id = %id, "DeleteSnapshot");
-        let mut pool = match self.pools.resolve(&id.pool).await {
-            Ok(p) => p,
-            Err(s) if s.code() == tonic::Code::NotFound => {
-                return Ok(Response::new(csi::DeleteSnapshotResponse {}))
-            }
-            Err(s) => return Err(s),
+        let Some(mut pool) = self.pool_if_any(&id.pool).await? else {
+            return Ok(Response::new(csi::DeleteSnapshotResponse {}));
         };
         pool.snapshot_delete(&id.pool, &id.name).await?;
         Ok(Response::new(csi::DeleteSnapshotResponse {}))
@@ -161,10 +157,8 @@ impl<P: PoolResolver> ControllerService<P> {
                 None => self.pools.pools().await?,
             };
             for key in pools {
-                let mut p = match self.pools.resolve(&key).await {
-                    Ok(p) => p,
-                    Err(s) if s.code() == tonic::Code::NotFound => continue,
-                    Err(s) => return Err(s),
+                let Some(mut p) = self.pool_if_any(&key).await? else {
+                    continue;
                 };
                 for s in p.snapshots(&key).await? {
                     let snap = to_csi(&key, &s)?;
@@ -201,12 +195,19 @@ impl<P: PoolResolver> ControllerService<P> {
         }))
     }
 
+    /// The pool, or None when it no longer exists (its snapshots went with it).
+    async fn pool_if_any(&self, key: &ObjectKey) -> Result<Option<crate::backend::Pool>, Status> {
+        match self.pools.resolve(key).await {
+            Ok(p) => Ok(Some(p)),
+            Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
+            Err(s) => Err(s),
+        }
+    }
+
     /// One snapshot, complete or not; None when it or its pool does not exist.
     pub(super) async fn find(&self, id: &SnapshotId) -> Result<Option<csi::Snapshot>, Status> {
-        let mut p = match self.pools.resolve(&id.pool).await {
-            Ok(p) => p,
-            Err(s) if s.code() == tonic::Code::NotFound => return Ok(None),
-            Err(s) => return Err(s),
+        let Some(mut p) = self.pool_if_any(&id.pool).await? else {
+            return Ok(None);
         };
         match p.snapshot(&id.pool, &id.name).await? {
             Some(s) => to_csi(&id.pool, &s).map(Some),

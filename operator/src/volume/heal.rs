@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-#[derive(Default)]
 struct Slot<T> {
     running: Option<watch::Receiver<Option<Option<T>>>>,
     last: Option<T>,
