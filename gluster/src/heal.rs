@@ -1,4 +1,5 @@
-//! Self-heal: `volume heal NAME info summary` and `volume heal NAME`.
+//! Self-heal: `volume heal NAME info summary`, the entries of `volume heal NAME info` and
+//! `volume heal NAME info split-brain`, and `volume heal NAME`.
 
 use serde::Deserialize;
 
@@ -57,6 +58,19 @@ struct BrickXml {
     number_of_entries_possibly_healing: Option<String>,
 }
 
+/// A heal answer's brick name and status text, checked.
+fn brick_and_status(
+    command: &str,
+    name: &str,
+    status: &str,
+) -> Result<(Brick, String), GlusterError> {
+    let brick = Brick::parse(name.trim()).map_err(|e| GlusterError::Parse {
+        command: command.into(),
+        reason: format!("brick {name:?}: {e}"),
+    })?;
+    Ok((brick, status.trim().to_string()))
+}
+
 fn count(field: &str, text: Option<String>) -> Result<Option<u64>, GlusterError> {
     text.map(|t| number(COMMAND, field, &t)).transpose()
 }
@@ -69,11 +83,7 @@ pub fn parse_heal_info_summary(xml: &str) -> Result<Vec<BrickHeal>, GlusterError
         .brick
         .into_iter()
         .map(|b| {
-            let brick = Brick::parse(b.name.trim()).map_err(|e| GlusterError::Parse {
-                command: COMMAND.into(),
-                reason: format!("brick {:?}: {e}", b.name),
-            })?;
-            let status = b.status.trim().to_string();
+            let (brick, status) = brick_and_status(COMMAND, &b.name, &b.status)?;
             Ok(BrickHeal {
                 brick,
                 host_uuid: b.host_uuid.filter(|u| !u.is_empty() && u != "-"),
@@ -92,6 +102,110 @@ pub fn parse_heal_info_summary(xml: &str) -> Result<Vec<BrickHeal>, GlusterError
                     "numberOfEntriesPossiblyHealing",
                     b.number_of_entries_possibly_healing,
                 )?,
+            })
+        })
+        .collect()
+}
+
+/// One entry of a brick's heal index (or of its split-brain list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealEntry {
+    /// The path inside the volume; `None` when gluster knows only the GFID.
+    pub path: Option<String>,
+    pub gfid: Option<String>,
+}
+
+impl std::fmt::Display for HealEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.path, &self.gfid) {
+            (Some(p), _) => f.write_str(p),
+            (None, Some(g)) => write!(f, "<gfid:{g}>"),
+            (None, None) => f.write_str("<unknown>"),
+        }
+    }
+}
+
+/// The entries one brick lists, from `volume heal NAME info` or `... info split-brain`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrickHealEntries {
+    pub brick: Brick,
+    /// Gluster's status text: `Connected`, or why the brick could not be examined.
+    pub status: String,
+    pub connected: bool,
+    /// Gluster's count; `None` when the brick could not be examined.
+    pub count: Option<u64>,
+    pub entries: Vec<HealEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EntriesBrickXml {
+    name: String,
+    #[serde(default)]
+    file: Vec<FileXml>,
+    #[serde(default)]
+    status: String,
+    number_of_entries: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FileXml {
+    #[serde(rename = "@gfid")]
+    gfid: Option<String>,
+    #[serde(rename = "$text", default)]
+    path: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EntriesBody {
+    heal_info: EntriesInfoXml,
+}
+
+#[derive(Debug, Deserialize)]
+struct EntriesInfoXml {
+    bricks: EntriesBricksXml,
+}
+
+#[derive(Debug, Deserialize)]
+struct EntriesBricksXml {
+    #[serde(default)]
+    brick: Vec<EntriesBrickXml>,
+}
+
+/// Parses `gluster --xml volume heal NAME info` or `... info split-brain` (`command` names
+/// which, for errors). A brick gluster could not examine has no count and no entries.
+pub fn parse_heal_entries(command: &str, xml: &str) -> Result<Vec<BrickHealEntries>, GlusterError> {
+    let body: EntriesBody = parse(command, xml)?;
+    body.heal_info
+        .bricks
+        .brick
+        .into_iter()
+        .map(|b| {
+            let (brick, status) = brick_and_status(command, &b.name, &b.status)?;
+            let count = match b.number_of_entries.as_deref().map(str::trim) {
+                None | Some("-") | Some("") => None,
+                Some(t) => Some(number(command, "numberOfEntries", t)?),
+            };
+            let entries = b
+                .file
+                .into_iter()
+                .map(|f| {
+                    let path = f.path.trim();
+                    HealEntry {
+                        // Unresolved entries read `<gfid:...>` where a path would be.
+                        path: (!path.is_empty() && !path.starts_with("<gfid:"))
+                            .then(|| path.to_string()),
+                        gfid: f.gfid.filter(|g| !g.is_empty()),
+                    }
+                })
+                .collect();
+            Ok(BrickHealEntries {
+                brick,
+                connected: status == "Connected",
+                status,
+                count,
+                entries,
             })
         })
         .collect()
@@ -195,6 +309,60 @@ mod tests {
             parse_heal_info_summary(&xml),
             Err(GlusterError::Parse { reason, .. }) if reason.contains("HealPending")
         ));
+    }
+
+    #[test]
+    fn heal_entries_with_their_paths_while_a_brick_is_down() {
+        let bricks = parse_heal_entries(
+            "volume heal hv info",
+            include_str!("../testdata/heal-info-brick-down.xml"),
+        )
+        .unwrap();
+        assert_eq!(bricks.len(), 3);
+        let up = &bricks[0];
+        assert!(up.connected);
+        assert_eq!(up.count, Some(7));
+        assert_eq!(up.entries.len(), 7);
+        assert_eq!(up.entries[0].path.as_deref(), Some("/d1/new3"));
+        assert_eq!(
+            up.entries[0].gfid.as_deref(),
+            Some("0e4969c0-99cc-41d8-ab03-3fad2e095ff2")
+        );
+        // Escaped names come back as they are on disk.
+        assert!(up
+            .entries
+            .iter()
+            .any(|e| e.path.as_deref() == Some("/d 2/a b&<c>")));
+        let down = &bricks[2];
+        assert!(!down.connected);
+        assert_eq!(down.status, "Transport endpoint is not connected");
+        assert_eq!((down.count, down.entries.len()), (None, 0));
+    }
+
+    #[test]
+    fn split_brain_entries_on_every_brick() {
+        let bricks = parse_heal_entries(
+            "volume heal hv info split-brain",
+            include_str!("../testdata/heal-info-split-brain.xml"),
+        )
+        .unwrap();
+        assert_eq!(bricks.len(), 3);
+        for b in &bricks {
+            assert_eq!(b.count, Some(1));
+            assert_eq!(b.entries[0].to_string(), "/d1/sb");
+        }
+    }
+
+    #[test]
+    fn an_unresolved_entry_is_named_by_its_gfid() {
+        let xml = include_str!("../testdata/heal-info-split-brain.xml").replace(
+            ">/d1/sb<",
+            ">&lt;gfid:283820fb-a33d-4339-8224-28f21a2bd294&gt;<",
+        );
+        let bricks = parse_heal_entries("volume heal hv info split-brain", &xml).unwrap();
+        let e = &bricks[0].entries[0];
+        assert_eq!(e.path, None);
+        assert_eq!(e.to_string(), "<gfid:283820fb-a33d-4339-8224-28f21a2bd294>");
     }
 
     #[test]

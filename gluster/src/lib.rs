@@ -7,6 +7,7 @@ mod cli;
 mod error;
 mod heal;
 mod layout;
+mod logs;
 mod ops;
 mod options;
 mod quota;
@@ -16,8 +17,11 @@ mod xml;
 
 pub use cli::{CommandOutput, CommandRunner, Gluster, ProcessRunner};
 pub use error::GlusterError;
-pub use heal::{parse_heal_info_summary, BrickHeal};
+pub use heal::{
+    parse_heal_entries, parse_heal_info_summary, BrickHeal, BrickHealEntries, HealEntry,
+};
 pub use layout::{validate_volume_name, Brick, VolumeLayout};
+pub use logs::{cap_logs_forever, rotate_logs, LogDir};
 pub use options::{parse_volume_get, validate_option_key, validate_option_value, OptionValue};
 pub use quota::{parse_quota_list, validate_quota_path, QuotaEntry};
 pub use rebalance::{

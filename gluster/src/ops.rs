@@ -3,7 +3,7 @@
 //! except the few refusals that mean the wanted state is already there.
 
 use crate::cli::already_done;
-use crate::heal::{heal_start_verdict, parse_heal_info_summary};
+use crate::heal::{heal_start_verdict, parse_heal_entries, parse_heal_info_summary};
 use crate::layout::{add_brick_args, check_distinct, validate_host};
 use crate::options::{parse_volume_get, validate_option_key, validate_option_value};
 use crate::quota::{parse_quota_list, validate_quota_bytes, validate_quota_path};
@@ -11,8 +11,8 @@ use crate::rebalance::{parse_rebalance_status, parse_remove_brick_status};
 use crate::status::parse_volume_status;
 use crate::xml::{parse_volume_info, parse_volume_list};
 use crate::{
-    validate_volume_name, Brick, BrickHeal, CommandRunner, Gluster, GlusterError, QuotaEntry,
-    RebalanceStatus, Volume, VolumeLayout, VolumeStatus,
+    validate_volume_name, Brick, BrickHeal, BrickHealEntries, CommandRunner, Gluster, GlusterError,
+    QuotaEntry, RebalanceStatus, Volume, VolumeLayout, VolumeStatus,
 };
 
 fn words(parts: &[&str]) -> Vec<String> {
@@ -158,6 +158,24 @@ impl<R: CommandRunner> Gluster<R> {
         )
     }
 
+    /// Per brick: the entries self-heal still has to do, with their paths
+    /// (`volume heal NAME info`). Like the summary, it runs `glfsheal`.
+    pub async fn heal_entries(&self, name: &str) -> Result<Vec<BrickHealEntries>, GlusterError> {
+        validate_volume_name(name)?;
+        let args = words(&["volume", "heal", name, "info"]);
+        parse_heal_entries(&args.join(" "), &self.xml(args.clone()).await?)
+    }
+
+    /// Per brick: the entries in split-brain (`volume heal NAME info split-brain`).
+    pub async fn split_brain_entries(
+        &self,
+        name: &str,
+    ) -> Result<Vec<BrickHealEntries>, GlusterError> {
+        validate_volume_name(name)?;
+        let args = words(&["volume", "heal", name, "info", "split-brain"]);
+        parse_heal_entries(&args.join(" "), &self.xml(args.clone()).await?)
+    }
+
     /// Asks the self-heal daemons to heal the entries in their index now (`volume heal NAME`).
     pub async fn heal_start(&self, name: &str) -> Result<(), GlusterError> {
         validate_volume_name(name)?;
@@ -181,11 +199,12 @@ impl<R: CommandRunner> Gluster<R> {
         name: &str,
         path: &str,
         bytes: u64,
+        soft_limit_percent: Option<u8>,
     ) -> Result<(), GlusterError> {
         validate_volume_name(name)?;
         validate_quota_path(path)?;
         validate_quota_bytes(bytes)?;
-        let args = words(&[
+        let mut args = words(&[
             "volume",
             "quota",
             name,
@@ -193,6 +212,15 @@ impl<R: CommandRunner> Gluster<R> {
             path,
             &bytes.to_string(),
         ]);
+        if let Some(p) = soft_limit_percent {
+            if !(1..=100).contains(&p) {
+                return Err(GlusterError::Invalid {
+                    field: "quota soft limit",
+                    reason: format!("{p}% must be 1 to 100"),
+                });
+            }
+            args.push(format!("{p}%"));
+        }
         self.verdict(args).await
     }
 
@@ -236,12 +264,20 @@ impl<R: CommandRunner> Gluster<R> {
         }
     }
 
-    /// Sets `features.soft-timeout` and `features.hard-timeout` to 0 so that bricks check
-    /// usage against limits on every write instead of trusting a cached figure for up to a
-    /// minute: a full volume then refuses writes at once. Gluster accepts 0 for both.
-    pub async fn quota_fast_timeouts(&self, name: &str) -> Result<(), GlusterError> {
-        self.volume_set(name, "features.soft-timeout", "0").await?;
-        self.volume_set(name, "features.hard-timeout", "0").await
+    /// Sets how old a brick's figure of a limited directory's usage may be when it checks a
+    /// write against the limit: `soft_seconds` while the usage is below the directory's soft
+    /// limit, `hard_seconds` above it (`features.soft-timeout`, `features.hard-timeout`;
+    /// gluster's defaults are 60 and 5). 0 re-reads the usage, through quotad, on every write.
+    pub async fn quota_check_timeouts(
+        &self,
+        name: &str,
+        soft_seconds: u32,
+        hard_seconds: u32,
+    ) -> Result<(), GlusterError> {
+        self.volume_set(name, "features.soft-timeout", &soft_seconds.to_string())
+            .await?;
+        self.volume_set(name, "features.hard-timeout", &hard_seconds.to_string())
+            .await
     }
 
     /// Adds whole sets of `layout` (the volume's own layout) to a volume. For replicated
@@ -452,20 +488,24 @@ mod tests {
         assert_eq!(field(g.heal_start(bad).await.unwrap_err()), "volume name");
         assert_eq!(field(g.quota_enable(bad).await.unwrap_err()), "volume name");
         assert_eq!(
-            field(g.quota_limit_usage("v", "pv1", 1).await.unwrap_err()),
+            field(g.quota_limit_usage("v", "pv1", 1, None).await.unwrap_err()),
             "quota path"
         );
         assert_eq!(
-            field(g.quota_limit_usage("v", "/a/../b", 1).await.unwrap_err()),
+            field(
+                g.quota_limit_usage("v", "/a/../b", 1, None)
+                    .await
+                    .unwrap_err()
+            ),
             "quota path"
         );
         assert_eq!(
-            field(g.quota_limit_usage("v", "/pv1", 0).await.unwrap_err()),
+            field(g.quota_limit_usage("v", "/pv1", 0, None).await.unwrap_err()),
             "quota bytes"
         );
         assert_eq!(
             field(
-                g.quota_limit_usage("v", "/pv1", u64::MAX)
+                g.quota_limit_usage("v", "/pv1", u64::MAX, None)
                     .await
                     .unwrap_err()
             ),
@@ -477,7 +517,7 @@ mod tests {
             "quota path"
         );
         assert_eq!(
-            field(g.quota_fast_timeouts(bad).await.unwrap_err()),
+            field(g.quota_check_timeouts(bad, 1, 0).await.unwrap_err()),
             "volume name"
         );
         assert_eq!(
@@ -643,7 +683,7 @@ mod tests {
         // A mount that never comes up is reported after a bounded number of tries.
         let g = sequence(vec![busy]);
         let err = g
-            .quota_limit_usage("r3", "/pv2", 1 << 30)
+            .quota_limit_usage("r3", "/pv2", 1 << 30, None)
             .await
             .unwrap_err();
         assert!(
@@ -666,7 +706,7 @@ mod tests {
         let g = sequence(vec![xml(include_str!(
             "../testdata/quota-limit-usage-nodir.xml"
         ))]);
-        g.quota_limit_usage("r3", "/pv2", 1 << 30)
+        g.quota_limit_usage("r3", "/pv2", 1 << 30, None)
             .await
             .unwrap_err();
         assert_eq!(*g.runner_for_tests().calls.lock().unwrap(), 1);
@@ -891,8 +931,10 @@ mod tests {
         let heal = g.heal_info_summary("r3").await.unwrap();
         assert_eq!(heal[0].pending, Some(13));
         g.heal_start("r3").await.unwrap();
-        g.quota_fast_timeouts("r3").await.unwrap();
-        g.quota_limit_usage("r3", "/pv1", 10 << 20).await.unwrap();
+        g.quota_check_timeouts("r3", 1, 0).await.unwrap();
+        g.quota_limit_usage("r3", "/pv1", 10 << 20, Some(1))
+            .await
+            .unwrap();
         let quotas = g.quota_list("r3").await.unwrap();
         assert_eq!(quotas.len(), 2);
         g.add_brick("r3", VolumeLayout::Replicate { replica: 3 }, &three, false)
@@ -926,9 +968,9 @@ mod tests {
                 "volume start r3 force",
                 "volume heal r3 info summary",
                 "volume heal r3",
-                "volume set r3 features.soft-timeout 0",
+                "volume set r3 features.soft-timeout 1",
                 "volume set r3 features.hard-timeout 0",
-                "volume quota r3 limit-usage /pv1 10485760",
+                "volume quota r3 limit-usage /pv1 10485760 1%",
                 "volume quota r3 list",
                 "volume add-brick r3 replica 3 h1:/b h2:/b h3:/b",
                 "volume rebalance r3 start",

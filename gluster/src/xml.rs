@@ -411,6 +411,14 @@ mod tests {
         ),
         ("add-brick.xml", include_str!("../testdata/add-brick.xml")),
         (
+            "heal-info-brick-down.xml",
+            include_str!("../testdata/heal-info-brick-down.xml"),
+        ),
+        (
+            "heal-info-split-brain.xml",
+            include_str!("../testdata/heal-info-split-brain.xml"),
+        ),
+        (
             "heal-info-summary-after-replace.xml",
             include_str!("../testdata/heal-info-summary-after-replace.xml"),
         ),
@@ -713,6 +721,7 @@ mod tests {
         let _ = crate::parse_volume_status(s);
         let _ = crate::parse_volume_get(s);
         let _ = crate::parse_heal_info_summary(s);
+        let _ = crate::parse_heal_entries("x", s);
         let _ = crate::parse_quota_list(s);
         let _ = crate::parse_rebalance_status(s);
         let _ = crate::parse_remove_brick_status(s);
