@@ -23,10 +23,18 @@ pub const ANNOTATION_NODE: &str = "glusterkube.dev/node";
 pub const BRICK_POD_SELECTOR: &str = "app.kubernetes.io/name=glusterkube-brick";
 pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=glusterkube-operator";
 
-/// The labels of everything the operator makes for a cluster.
 /// A Secret name given on a command line: a DNS subdomain (lower-case letters, digits, '-'
 /// and '.'), as the API requires.
 pub fn secret_name(s: &str) -> Result<String, String> {
+    object_name("Secret", "regcred", s)
+}
+
+/// A Lease name given on a command line, checked as [`secret_name`] is.
+pub fn lease_name(s: &str) -> Result<String, String> {
+    object_name("Lease", "glusterkube-operator", s)
+}
+
+fn object_name(kind: &str, example: &str, s: &str) -> Result<String, String> {
     let ok = !s.is_empty()
         && s.len() <= 253
         && s.split('.').all(|label| {
@@ -42,11 +50,12 @@ pub fn secret_name(s: &str) -> Result<String, String> {
         Ok(s.to_string())
     } else {
         Err(format!(
-            "{s:?} is not a Secret name (a DNS subdomain, such as regcred)"
+            "{s:?} is not a {kind} name (a DNS subdomain, such as {example})"
         ))
     }
 }
 
+/// The labels of everything the operator makes for a cluster.
 pub fn cluster_labels(cluster: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (LABEL_NAME.into(), "glusterkube-brick".into()),
@@ -122,6 +131,22 @@ pub fn gluster_volume_name(namespace: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_line_object_names_are_dns_subdomains_and_errors_name_the_kind() {
+        assert_eq!(secret_name("regcred").unwrap(), "regcred");
+        assert_eq!(lease_name("gk.operator-1").unwrap(), "gk.operator-1");
+        for bad in ["", "Upper", "-lead", "a..b", "under_score"] {
+            assert!(
+                secret_name(bad).unwrap_err().contains("not a Secret name"),
+                "{bad}"
+            );
+            assert!(
+                lease_name(bad).unwrap_err().contains("not a Lease name"),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn statefulset_names_are_dns_labels_and_distinct() {

@@ -24,6 +24,12 @@ pub fn quantity_bytes(field: &str, q: &str) -> Result<u64, QuantityError> {
 /// The value of any Kubernetes quantity (`500m`, `1.5Gi`, `-1`, `2e3`), as a number: for
 /// comparing requests with limits, and refusing negative ones. Sizes in bytes use
 /// [`quantity_bytes`].
+///
+/// Written here because no maintained crate reads Kubernetes' grammar: `kube_quantity`
+/// (0.9.0, the one release that builds against k8s-openapi 0.29; 0.6 to 0.8 pin 0.18 to
+/// 0.23) refuses the exa suffixes `E` and `Ei`, which the apiserver's `isQuantity` accepts,
+/// and accepts an exponent with a suffix (`1e3Gi`), which Kubernetes refuses; the test
+/// `kube_quantity_does_not_read_kubernetes_quantities` shows both.
 pub fn quantity_value(field: &str, q: &str) -> Result<f64, QuantityError> {
     let bad = || QuantityError {
         field: field.to_string(),
@@ -138,5 +144,31 @@ mod tests {
         assert_eq!(human_bytes(3 << 20), "3.0Mi");
         assert_eq!(human_bytes(3 << 39), "1.5Ti");
         assert_eq!(round_mib((5 << 20) + 12345), 5 << 20);
+    }
+
+    /// Why `kube_quantity` is not used (see [`quantity_value`]): it disagrees with
+    /// Kubernetes on valid and invalid quantities. When this fails, it may fit.
+    #[test]
+    fn kube_quantity_does_not_read_kubernetes_quantities() {
+        let theirs = |q: &str| {
+            kube_quantity::ParsedQuantity::try_from(q)
+                .ok()
+                .and_then(|p| p.to_bytes_f64())
+        };
+        for valid in ["1E", "1Ei", "12E"] {
+            assert!(quantity_value("f", valid).is_ok(), "{valid}");
+            assert_eq!(theirs(valid), None, "kube_quantity now reads {valid}");
+        }
+        for invalid in ["1e3Gi", "0e0Ki"] {
+            assert!(quantity_value("f", invalid).is_err(), "{invalid}");
+            assert!(
+                theirs(invalid).is_some(),
+                "kube_quantity now refuses {invalid}"
+            );
+        }
+        // Both read ordinary sizes alike.
+        for q in ["1Gi", "1.5Ki", "500m", "2e3", "100M"] {
+            assert_eq!(theirs(q), quantity_value("f", q).ok(), "{q}");
+        }
     }
 }

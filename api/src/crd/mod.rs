@@ -12,16 +12,55 @@ mod volume;
 pub use cluster::*;
 pub use volume::*;
 
-/// A named set of gluster volume options, each chosen for a documented reason.
+/// A named set of gluster volume options (and, for some, FUSE mount options), each chosen
+/// for a reason measured in docs/benchmarks/datapath.md; docs/profiles.md lists them.
 #[derive(
     schemars::JsonSchema, Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq,
 )]
 pub enum TuningProfile {
-    /// Options measured to help on typical Kubernetes workloads (see docs/profiles.md).
+    /// For any workload, shared (ReadWriteMany) or not: never slower than a volume made by
+    /// hand with gluster's defaults on the measured workloads.
     #[default]
     Tuned,
     /// Gluster's own defaults, nothing set.
     GlusterDefaults,
+    /// Databases and other single writers on ReadWriteOnce volumes: small writes are
+    /// gathered before they go to the bricks, and on a volume published to one node only the
+    /// kernel's page cache holds writes until fsync.
+    Database,
+}
+
+impl TuningProfile {
+    pub const ALL: [TuningProfile; 3] = [
+        TuningProfile::Tuned,
+        TuningProfile::GlusterDefaults,
+        TuningProfile::Database,
+    ];
+
+    /// The name as written in specs and StorageClass parameters.
+    pub fn name(self) -> &'static str {
+        match self {
+            TuningProfile::Tuned => "Tuned",
+            TuningProfile::GlusterDefaults => "GlusterDefaults",
+            TuningProfile::Database => "Database",
+        }
+    }
+
+    /// The profile of that name.
+    pub fn parse(name: &str) -> Option<TuningProfile> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// FUSE mount options for a volume of this profile published to a single node
+    /// (ReadWriteOnce, ReadWriteOncePod): there no other client can see data the kernel still
+    /// holds, so the page cache may gather writes until fsync (`kernel-writeback-cache`).
+    /// Volumes published to many nodes get none: another node would read stale data.
+    pub fn single_node_mount_options(self) -> &'static [&'static str] {
+        match self {
+            TuningProfile::Database => &["kernel-writeback-cache=yes"],
+            _ => &[],
+        }
+    }
 }
 
 /// Capacity in bytes, with human-readable totals for printer columns.

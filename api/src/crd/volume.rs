@@ -39,6 +39,9 @@ use super::{Capacity, TuningProfile};
 #[x_kube(validation = Rule::new("!has(self.bricks) || self.type != 'Arbiter' || size(self.bricks) % 3 == 0").message("arbiter volumes need bricks in sets of 3 (two data bricks and one arbiter)").field_path(".bricks"))]
 #[x_kube(validation = Rule::new("!has(self.brickCount) || self.type != 'Disperse' || !has(self.disperse) || self.brickCount % (self.disperse.data + self.disperse.redundancy) == 0").message("brickCount must be a multiple of disperse.data + disperse.redundancy: bricks are added and removed in whole disperse sets").field_path(".brickCount"))]
 #[x_kube(validation = Rule::new("!has(self.bricks) || self.type != 'Disperse' || !has(self.disperse) || size(self.bricks) % (self.disperse.data + self.disperse.redundancy) == 0").message("the number of bricks must be a multiple of disperse.data + disperse.redundancy").field_path(".bricks"))]
+#[x_kube(validation = Rule::new("has(self.existingVolume) == has(oldSelf.existingVolume) && (!has(self.existingVolume) || self.existingVolume == oldSelf.existingVolume)").message("existingVolume is immutable: set it when creating the GlusterVolume").field_path(".existingVolume"))]
+#[x_kube(validation = Rule::new("!has(self.existingVolume) || self.deletionPolicy != 'Delete'").message("deletionPolicy Delete is refused for an adopted volume: deleting the GlusterVolume releases it, leaving the gluster volume and its data as they are").field_path(".deletionPolicy"))]
+#[x_kube(validation = Rule::new("!has(self.existingVolume) || has(self.brickCount)").message("an adopted volume's bricks are read from gluster: set brickCount (its current number of bricks, or more to grow it), not bricks").field_path(".bricks"))]
 pub struct GlusterVolumeSpec {
     /// The GlusterCluster, in this namespace, that holds this volume. Immutable.
     #[schemars(length(min = 1, max = 253))]
@@ -95,8 +98,37 @@ pub struct GlusterVolumeSpec {
 
     /// What happens to the data when this resource is deleted. Retain (the default) stops and
     /// deletes the gluster volume but keeps the brick directories; Delete removes them too.
+    /// An adopted volume (existingVolume) is only released: its gluster volume keeps running
+    /// with its data, and Delete is refused.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+
+    /// The name of a gluster volume that already exists in the cluster's trusted pool (made
+    /// by hand, say) to take over instead of creating one: its bricks and data stay where
+    /// they are. type, replica and disperse must describe it, and brickCount must be at
+    /// least its number of bricks (more grows it); the operator refuses otherwise, naming
+    /// the field, and touches nothing. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 64),
+        regex(pattern = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
+    )]
+    pub existing_volume: Option<String>,
+}
+
+impl GlusterVolume {
+    /// The gluster volume's name: the adopted one's, or `<namespace>-<name>` for a volume
+    /// the operator creates.
+    pub fn gluster_name(&self) -> String {
+        use kube::ResourceExt;
+        match &self.spec.existing_volume {
+            Some(name) => name.clone(),
+            None => crate::names::gluster_volume_name(
+                &self.namespace().unwrap_or_default(),
+                &self.name_any(),
+            ),
+        }
+    }
 }
 
 /// Option values are bounded, so the apiserver can bound the cost of the rules over them.

@@ -1,12 +1,14 @@
 //! Finding and reaching a GlusterCluster's brick agents: gRPC over mutual TLS with the
-//! operator's client certificate. The operator and the CSI controller both use this.
+//! operator's client certificate. The operator and the CSI controller both use this; `cache`
+//! keeps the connections between calls.
+
+pub mod cache;
 
 use std::time::Duration;
 
 use gk_agent::proto::brick_agent_client::BrickAgentClient;
-use gk_agent::proto::HealthRequest;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::ResourceExt;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
@@ -53,6 +55,15 @@ pub fn connect(
     port: u16,
     creds: &AgentCredentials,
 ) -> Result<BrickAgentClient<Channel>, AgentsError> {
+    Ok(BrickAgentClient::new(
+        endpoint(ip, port, creds)?.connect_lazy(),
+    ))
+}
+
+/// The mutual-TLS endpoint of the agent at `ip`, for callers that bring their own
+/// transport (a port-forward, say): the certificate is checked against `creds`' server
+/// name whatever `ip` is.
+pub fn endpoint(ip: &str, port: u16, creds: &AgentCredentials) -> Result<Endpoint, AgentsError> {
     let bad = |e: &dyn std::fmt::Display| AgentsError::Address {
         address: ip.into(),
         reason: e.to_string(),
@@ -71,8 +82,13 @@ pub fn connect(
         .tls_config(tls)
         .map_err(|e| bad(&e))?
         .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(180));
-    Ok(BrickAgentClient::new(endpoint.connect_lazy()))
+        .timeout(Duration::from_secs(180))
+        // A kept connection to a node that dropped off the network fails its calls within
+        // 15 s instead of the 180 s timeout, and the next call connects afresh.
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(5))
+        .keep_alive_while_idle(true);
+    Ok(endpoint)
 }
 
 /// A key of a Secret's data as text.
@@ -247,26 +263,29 @@ pub fn describe_down(down: &[NodeDown]) -> String {
         .join("; ")
 }
 
-/// The cluster's brick agents that answer a health call, in spec order, and the nodes whose
-/// agent does not (with why). Brick pods are found by the cluster label and the node
-/// annotation the operator puts on them.
-pub async fn discover(
-    client: &kube::Client,
-    port: u16,
+/// A storage node whose brick pod runs with an address, so its agent can be called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub node: String,
+    pub ip: String,
+    /// What the pod's status says is not right yet (not ready, say), for messages when its
+    /// agent does not answer either.
+    pub problem: Option<String>,
+}
+
+/// The brick pods of `gc` among `pods` that may serve an agent, in spec order, and the
+/// nodes whose pod cannot (with why). Brick pods are matched by the node annotation the
+/// operator puts on them; `pods` are the cluster's (its label), from a list or a watch.
+pub fn candidates<'a>(
     gc: &GlusterCluster,
-    creds: &AgentCredentials,
-) -> Result<(Vec<NodeAgent>, Vec<NodeDown>), AgentsError> {
-    let ns = gc.namespace().unwrap_or_default();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let list = pods
-        .list(&ListParams::default().labels(&format!("{}={}", names::LABEL_CLUSTER, gc.name_any())))
-        .await?;
+    pods: impl IntoIterator<Item = &'a Pod> + Clone,
+) -> (Vec<Candidate>, Vec<NodeDown>) {
     let mut up = Vec::new();
     let mut down = Vec::new();
     for node in &gc.spec.nodes {
-        let pod = list
-            .items
-            .iter()
+        let pod = pods
+            .clone()
+            .into_iter()
             .find(|p| p.annotations().get(names::ANNOTATION_NODE) == Some(&node.name));
         let Some(pod) = pod else {
             down.push(NodeDown {
@@ -282,45 +301,59 @@ pub async fn discover(
         };
         let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
         let problem = pod_problem(pod);
-        let Some(ip) = ip.filter(|_| !problem.as_ref().is_some_and(|(_, stuck)| *stuck)) else {
-            let (why, stuck) =
-                problem.unwrap_or_else(|| ("brick pod not running yet".into(), false));
-            down.push(NodeDown {
+        match ip.filter(|_| !problem.as_ref().is_some_and(|(_, stuck)| *stuck)) {
+            Some(ip) => up.push(Candidate {
                 node: node.name.clone(),
-                why,
-                stuck,
-                missing_pod: false,
-            });
-            continue;
-        };
-        let mut client = connect(&ip, port, creds)?;
-        match client.health(HealthRequest {}).await {
-            Ok(h) => {
-                let h = h.into_inner();
-                up.push(NodeAgent {
+                ip,
+                problem: problem.map(|(why, _)| why),
+            }),
+            None => {
+                let (why, stuck) =
+                    problem.unwrap_or_else(|| ("brick pod not running yet".into(), false));
+                down.push(NodeDown {
                     node: node.name.clone(),
-                    address: h.address,
-                    brick_root: h.brick_root,
-                    total_bytes: h.brick_root_total_bytes,
-                    free_bytes: h.brick_root_free_bytes,
-                    client,
+                    why,
+                    stuck,
+                    missing_pod: false,
                 });
             }
-            Err(s) => down.push(NodeDown {
-                node: node.name.clone(),
-                why: match problem {
-                    // Not ready yet, say: what the pod's status says explains more.
-                    Some((why, _)) => {
-                        format!("{why}; its agent at {ip} did not answer: {}", s.message())
-                    }
-                    None => format!("agent at {ip} did not answer: {}", s.message()),
-                },
-                stuck: false,
-                missing_pod: false,
-            }),
         }
     }
-    Ok((up, down))
+    (up, down)
+}
+
+/// Why `candidate`'s agent is down, given the error its call returned.
+pub fn not_answering(candidate: &Candidate, error: &tonic::Status) -> NodeDown {
+    let ip = &candidate.ip;
+    NodeDown {
+        node: candidate.node.clone(),
+        why: match &candidate.problem {
+            // Not ready yet, say: what the pod's status says explains more.
+            Some(why) => format!(
+                "{why}; its agent at {ip} did not answer: {}",
+                error.message()
+            ),
+            None => format!("agent at {ip} did not answer: {}", error.message()),
+        },
+        stuck: false,
+        missing_pod: false,
+    }
+}
+
+/// The node's agent as its health answer describes it.
+pub fn node_agent(
+    node: &str,
+    health: gk_agent::proto::HealthResponse,
+    client: BrickAgentClient<Channel>,
+) -> NodeAgent {
+    NodeAgent {
+        node: node.to_string(),
+        address: health.address,
+        brick_root: health.brick_root,
+        total_bytes: health.brick_root_total_bytes,
+        free_bytes: health.brick_root_free_bytes,
+        client,
+    }
 }
 
 #[cfg(test)]
