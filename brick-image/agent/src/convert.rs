@@ -1,7 +1,8 @@
 //! Gluster's typed answers into the agent's protobuf messages.
 
 use gk_gluster::{
-    BrickHeal, Peer, QuotaEntry, RebalanceStatus, Volume, VolumeLayout, VolumeStatus,
+    BrickHeal, BrickHealEntries, Peer, QuotaEntry, RebalanceStatus, Volume, VolumeLayout,
+    VolumeStatus,
 };
 
 use crate::proto;
@@ -85,6 +86,51 @@ pub fn heal(bricks: &[BrickHeal]) -> proto::HealInfoResponse {
     }
 }
 
+/// Pending entries and split-brain entries of each brick, merged by brick, at most `limit`
+/// of each listed. Bricks keep the order of the pending list (gluster's brick order).
+pub fn heal_entries(
+    pending: &[BrickHealEntries],
+    split_brain: &[BrickHealEntries],
+    limit: usize,
+) -> proto::HealEntriesResponse {
+    let listed = |b: &BrickHealEntries| -> Vec<String> {
+        b.entries
+            .iter()
+            .take(limit)
+            .map(ToString::to_string)
+            .collect()
+    };
+    let mut bricks: Vec<proto::BrickHealEntries> = pending
+        .iter()
+        .map(|b| proto::BrickHealEntries {
+            brick: b.brick.to_string(),
+            status: b.status.clone(),
+            connected: b.connected,
+            pending_count: b.count.unwrap_or_default(),
+            pending: listed(b),
+            ..Default::default()
+        })
+        .collect();
+    for s in split_brain {
+        let name = s.brick.to_string();
+        let i = match bricks.iter().position(|b| b.brick == name) {
+            Some(i) => i,
+            None => {
+                bricks.push(proto::BrickHealEntries {
+                    brick: name,
+                    status: s.status.clone(),
+                    connected: s.connected,
+                    ..Default::default()
+                });
+                bricks.len() - 1
+            }
+        };
+        bricks[i].split_brain_count = s.count.unwrap_or_default();
+        bricks[i].split_brain = listed(s);
+    }
+    proto::HealEntriesResponse { bricks }
+}
+
 pub fn quota(q: &QuotaEntry) -> proto::QuotaEntry {
     proto::QuotaEntry {
         path: q.path.clone(),
@@ -117,5 +163,57 @@ pub fn rebalance(s: &RebalanceStatus) -> proto::RebalanceStatusResponse {
                 run_time_secs: n.progress.run_time.as_secs_f64(),
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gk_gluster::{Brick, HealEntry};
+
+    fn brick(path: &str, entries: &[&str], connected: bool) -> BrickHealEntries {
+        BrickHealEntries {
+            brick: Brick::parse(&format!("h1:{path}")).unwrap(),
+            status: if connected {
+                "Connected"
+            } else {
+                "Transport endpoint is not connected"
+            }
+            .into(),
+            connected,
+            count: connected.then_some(entries.len() as u64),
+            entries: entries
+                .iter()
+                .map(|p| HealEntry {
+                    path: Some(p.to_string()),
+                    gfid: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn heal_entries_merge_by_brick_and_list_at_most_the_limit() {
+        let pending = [
+            brick("/b/1", &["/a", "/b", "/c"], true),
+            brick("/b/2", &[], false),
+        ];
+        let split = [brick("/b/1", &["/c"], true), brick("/b/3", &["/c"], true)];
+        let r = heal_entries(&pending, &split, 2);
+        assert_eq!(r.bricks.len(), 3);
+        let b1 = &r.bricks[0];
+        assert_eq!(
+            (b1.pending_count, b1.pending.as_slice()),
+            (3, &["/a".to_string(), "/b".into()][..])
+        );
+        assert_eq!(
+            (b1.split_brain_count, b1.split_brain.as_slice()),
+            (1, &["/c".to_string()][..])
+        );
+        assert!(!r.bricks[1].connected);
+        assert_eq!(r.bricks[1].status, "Transport endpoint is not connected");
+        // A brick only the split-brain list names is still shown.
+        assert_eq!(r.bricks[2].brick, "h1:/b/3");
+        assert_eq!(r.bricks[2].split_brain_count, 1);
     }
 }

@@ -15,6 +15,10 @@ pub enum AgentError {
     /// A precondition of the call does not hold (for example, a brick still in use).
     #[error("{0}")]
     Precondition(String),
+    /// Not served by this agent (one started for a pool made by hand serves only some
+    /// volumes and RPCs).
+    #[error("{0}")]
+    Denied(String),
     #[error(transparent)]
     Gluster(#[from] GlusterError),
     #[error(transparent)]
@@ -48,6 +52,7 @@ impl From<AgentError> for Status {
             AgentError::NotFound(_) => Code::NotFound,
             AgentError::Conflict(_) => Code::AlreadyExists,
             AgentError::Precondition(_) => Code::FailedPrecondition,
+            AgentError::Denied(_) => Code::PermissionDenied,
             AgentError::Gluster(g) => match g {
                 GlusterError::Invalid { .. } => Code::InvalidArgument,
                 GlusterError::Timeout { .. } | GlusterError::Spawn { .. } => Code::Unavailable,

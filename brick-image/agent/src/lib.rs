@@ -5,6 +5,7 @@ mod convert;
 mod error;
 mod locks;
 pub mod quota;
+pub mod scope;
 pub mod server;
 pub mod snapshot;
 pub mod spec;
@@ -47,21 +48,29 @@ pub async fn health<R: CommandRunner>(gluster: &Gluster<R>) -> Result<Health, Gl
     })
 }
 
-/// Serves the agent on `listener` with mutual TLS until `shutdown` resolves.
+/// Serves the agent on `listener` with mutual TLS until `shutdown` resolves. An agent for a
+/// pool made by hand ([`Agent::for_external_volumes`]) serves only the CSI driver's RPCs.
 pub async fn serve<R: CommandRunner + 'static>(
     agent: Agent<R>,
     listener: tokio::net::TcpListener,
     tls: tonic::transport::ServerTlsConfig,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
-    tonic::transport::Server::builder()
-        .tls_config(tls)?
-        .add_service(proto::brick_agent_server::BrickAgentServer::new(agent))
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown,
-        )
-        .await
+    let external = agent.scope().is_some();
+    let service = proto::brick_agent_server::BrickAgentServer::new(agent);
+    let mut server = tonic::transport::Server::builder().tls_config(tls)?;
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    if external {
+        server
+            .add_service(scope::ExternalOnly { inner: service })
+            .serve_with_incoming_shutdown(incoming, shutdown)
+            .await
+    } else {
+        server
+            .add_service(service)
+            .serve_with_incoming_shutdown(incoming, shutdown)
+            .await
+    }
 }
 
 #[cfg(test)]

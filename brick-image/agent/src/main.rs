@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use gk_agent::tls::TlsFiles;
 use gk_agent::{Agent, AgentConfig};
-use gk_gluster::{Gluster, ProcessRunner};
+use gk_gluster::{Gluster, LogDir, ProcessRunner};
 use gk_mount::Mounter;
 
 #[derive(Parser)]
@@ -23,6 +23,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start: the size of the larger variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Print glusterd's health as JSON; exit 1 if glusterd does not answer or a peer is
@@ -57,6 +59,20 @@ enum Command {
             default_value = "/bricks"
         )]
         brick_roots: Vec<PathBuf>,
+        /// Where gluster's daemons write their logs; rotated with the agent's own mounts'
+        /// client logs.
+        #[arg(long, env = "GK_GLUSTER_LOG_DIR", default_value = "/var/log/glusterfs")]
+        gluster_log_dir: PathBuf,
+        /// Size in MiB at which each gluster log file is rotated (one older copy is kept).
+        #[arg(long, env = "GK_LOG_MAX_MIB", default_value_t = 100,
+              value_parser = clap::value_parser!(u64).range(1..=10240))]
+        log_max_mib: u64,
+        /// For a pool made by hand (docs/external.md): serve the CSI driver only, on these
+        /// volumes only (comma-separated): reading them, subdirectories with limits and
+        /// snapshots; never changing their settings, peers or bricks.
+        #[arg(long, env = "GK_AGENT_EXTERNAL_VOLUMES", value_delimiter = ',',
+              value_parser = external_volume)]
+        external_volumes: Vec<String>,
     },
 }
 
@@ -92,13 +108,32 @@ async fn main() -> anyhow::Result<ExitCode> {
             volfile_server,
             mount_root,
             brick_roots,
+            gluster_log_dir,
+            log_max_mib,
+            external_volumes,
         } => {
+            // The mount root holds the agent's mounts beside their logs: not walked.
+            let logs = vec![
+                LogDir {
+                    path: gluster_log_dir.clone(),
+                    recurse: true,
+                },
+                LogDir {
+                    path: mount_root.clone(),
+                    recurse: false,
+                },
+            ];
+            tokio::spawn(gk_gluster::cap_logs_forever(
+                logs,
+                log_max_mib << 20,
+                Duration::from_secs(60),
+            ));
             let tls = TlsFiles::in_dir(&tls_dir)
                 .server_config()
                 .with_context(|| {
                     format!("reading the agent certificate from {}", tls_dir.display())
                 })?;
-            let agent = Agent::new(
+            let mut agent = Agent::new(
                 gluster,
                 AgentConfig {
                     advertise_address,
@@ -106,8 +141,13 @@ async fn main() -> anyhow::Result<ExitCode> {
                     mount_root,
                     mounter: Mounter::default(),
                     brick_roots,
+                    gluster_log_dir,
                 },
             );
+            if !external_volumes.is_empty() {
+                tracing::info!(volumes = ?external_volumes, "serving a pool made by hand: the CSI driver's RPCs on these volumes only");
+                agent = agent.for_external_volumes(external_volumes);
+            }
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .with_context(|| format!("listening on {listen}"))?;
@@ -117,6 +157,12 @@ async fn main() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn external_volume(s: &str) -> Result<String, String> {
+    gk_gluster::validate_volume_name(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 async fn shutdown_signal() {

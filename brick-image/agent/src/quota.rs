@@ -22,18 +22,49 @@ use crate::AgentError;
 pub const LIMIT_XATTR: &str = "trusted.glusterfs.quota.limit-set";
 /// The bytes used below a directory, summed over the bricks, as quota clients read it.
 pub const SIZE_XATTR: &str = "trusted.glusterfs.quota.size";
-/// Gluster's default soft limit, in percent of the hard limit.
-const DEFAULT_SOFT_LIMIT_PERCENT: u64 = 80;
+/// `soft_limit_exceeded` in SubdirList answers means this full, gluster's default soft limit,
+/// whatever soft limit a directory carries for checking (see [`soft_limit_percent`]).
+const REPORTED_SOFT_LIMIT_PERCENT: u64 = 80;
 
 /// How long to wait before retrying a registration glusterd refused.
 const RETRY_DELAY: Duration = Duration::from_secs(5);
 
+/// How often a brick re-reads a directory's usage (through quotad, which sums it over the
+/// bricks) while the usage is below the directory's soft limit: at most once per this many
+/// seconds (`features.soft-timeout`). Above the soft limit it is re-read on every write
+/// (`features.hard-timeout` 0), so a write that would cross the hard limit is refused.
+pub const SOFT_TIMEOUT_SECONDS: u32 = 1;
+pub const HARD_TIMEOUT_SECONDS: u32 = 0;
+
+/// What may be written between two reads of a directory's usage below its soft limit, with
+/// room to spare: the soft limit sits this far below the hard limit (or at 1 % for limits
+/// this small), so a writer would have to write this much within about two seconds (one
+/// soft-timeout, rounded to whole seconds) to cross the hard limit unchecked.
+pub const CHECKED_MARGIN_BYTES: u64 = 512 << 20;
+
+/// The soft limit, in percent of `hard_limit_bytes`, that leaves [`CHECKED_MARGIN_BYTES`]
+/// above it: at most gluster's default 80 %, at least 1 %.
+///
+/// Re-reading the usage on every write cost a subdirectory PV three quarters of its write
+/// throughput (docs/benchmarks/datapath.md); re-reading it once a second below the soft limit
+/// costs nothing measurable and, with this margin, loses no exactness for writers slower
+/// than the margin per two seconds.
+pub fn soft_limit_percent(hard_limit_bytes: u64) -> u8 {
+    if hard_limit_bytes <= CHECKED_MARGIN_BYTES {
+        return 1;
+    }
+    let below = hard_limit_bytes - CHECKED_MARGIN_BYTES;
+    // Rounded down, so the margin is never smaller than asked.
+    let percent = (below as u128 * 100 / hard_limit_bytes as u128) as u8;
+    percent.clamp(1, 80)
+}
+
 /// The attribute's value: the hard limit and the soft limit percentage as big-endian i64,
-/// the soft limit -1 meaning "the volume's default", as glusterd writes it.
+/// as glusterd writes it for `limit-usage PATH SIZE PERCENT`.
 pub fn encode_limit(hard_limit_bytes: u64) -> [u8; 16] {
     let mut v = [0u8; 16];
     v[..8].copy_from_slice(&(hard_limit_bytes as i64).to_be_bytes());
-    v[8..].copy_from_slice(&(-1i64).to_be_bytes());
+    v[8..].copy_from_slice(&(soft_limit_percent(hard_limit_bytes) as i64).to_be_bytes());
     v
 }
 
@@ -101,7 +132,7 @@ pub struct Limited {
 
 impl Limited {
     pub fn soft_limit_exceeded(&self) -> bool {
-        self.used_bytes.saturating_mul(100) >= self.limit_bytes * DEFAULT_SOFT_LIMIT_PERCENT
+        self.used_bytes.saturating_mul(100) >= self.limit_bytes * REPORTED_SOFT_LIMIT_PERCENT
     }
 }
 
@@ -148,6 +179,33 @@ pub fn write_limit(dir: &Path, hard_limit_bytes: u64) -> Result<(), AgentError> 
         what: format!("setting the quota limit of {}", dir.display()),
         source: e.into(),
     })
+}
+
+/// Set on the directories an agent for a pool made by hand creates: only those are ever
+/// deleted there. A trusted attribute, which the PV's users cannot see or change.
+pub const MADE_XATTR: &str = "trusted.glusterkube.made";
+
+/// Marks `dir` (on the management mount) as made by this driver.
+pub fn mark_made(dir: &Path) -> Result<(), AgentError> {
+    rustix::fs::setxattr(dir, MADE_XATTR, b"1", rustix::fs::XattrFlags::empty()).map_err(|e| {
+        AgentError::Io {
+            what: format!("marking {} as made by glusterkube", dir.display()),
+            source: e.into(),
+        }
+    })
+}
+
+/// Whether `dir` carries the mark of [`mark_made`].
+pub fn made_here(dir: &Path) -> Result<bool, AgentError> {
+    let mut buf = [0u8; 8];
+    match rustix::fs::getxattr(dir, MADE_XATTR, &mut buf) {
+        Ok(_) => Ok(true),
+        Err(rustix::io::Errno::NODATA) => Ok(false),
+        Err(e) => Err(AgentError::Io {
+            what: format!("reading the glusterkube mark of {}", dir.display()),
+            source: e.into(),
+        }),
+    }
 }
 
 type Key = (String, String);
@@ -237,7 +295,12 @@ impl Registrar {
                         let result = match found {
                             Ok(None) => Ok(()),
                             Ok(Some(limit)) => gluster
-                                .quota_limit_usage(&key.0, &key.1, limit)
+                                .quota_limit_usage(
+                                    &key.0,
+                                    &key.1,
+                                    limit,
+                                    Some(soft_limit_percent(limit)),
+                                )
                                 .await
                                 .map_err(|e| e.to_string()),
                             Err(e) => Err(e),
@@ -375,15 +438,35 @@ mod tests {
 
     #[test]
     fn limits_round_trip_in_glusterd_layout() {
-        // What `limit-usage /d 1GB` left on a brick here: 1 GiB, soft limit -1.
+        // What `limit-usage /d 1GB` left on a brick here: 1 GiB, soft limit -1 (the
+        // volume's default).
         let on_brick = [
             0, 0, 0, 0, 0x40, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         ];
-        assert_eq!(encode_limit(1 << 30), on_brick);
         assert_eq!(decode_limit(&on_brick), Some(1 << 30));
+        // Ours for 1 GiB: the same hard limit, soft limit 50 % (512 MiB below it).
+        let ours = encode_limit(1 << 30);
+        assert_eq!(ours[..8], on_brick[..8]);
+        assert_eq!(ours[8..], 50i64.to_be_bytes());
+        assert_eq!(decode_limit(&ours), Some(1 << 30));
         assert_eq!(decode_limit(&on_brick[..8]), None);
         assert_eq!(decode_limit(&encode_limit(0)), None);
         assert_eq!(decode_limit(&[0xff; 16]), None);
+    }
+
+    #[test]
+    fn the_soft_limit_leaves_the_checked_margin_above_it() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(soft_limit_percent(8 * MIB), 1);
+        assert_eq!(soft_limit_percent(512 * MIB), 1);
+        assert_eq!(soft_limit_percent(1024 * MIB), 50);
+        assert_eq!(soft_limit_percent(1800 * MIB), 71);
+        assert_eq!(soft_limit_percent(100 * 1024 * MIB), 80);
+        assert_eq!(soft_limit_percent(u64::MAX / 2), 80);
+        for hard in [600 * MIB, 1000 * MIB, 3 * 1024 * MIB, 5000 * MIB] {
+            let soft = hard * soft_limit_percent(hard) as u64 / 100;
+            assert!(hard - soft >= CHECKED_MARGIN_BYTES, "{hard}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The BrickAgent gRPC service over one node's glusterd.
 
+mod inspect;
 mod snapshot;
 
 use std::collections::{BTreeMap, HashMap};
@@ -39,6 +40,8 @@ pub struct AgentConfig {
     pub mounter: Mounter,
     /// Brick directories may be released only below these roots.
     pub brick_roots: Vec<PathBuf>,
+    /// Where glusterd and the bricks write their logs (LogTail reads only below it).
+    pub gluster_log_dir: PathBuf,
 }
 
 /// How long a volume checked ready for subdirectories (started, quota on, fast quota
@@ -53,6 +56,8 @@ pub struct Agent<R> {
     registrar: Registrar,
     quota_ready: Arc<Mutex<HashMap<String, Instant>>>,
     copies: crate::snapshot::Copies,
+    /// Set for a pool made by hand: the volumes served, whose settings are never changed.
+    scope: Option<crate::scope::Scope>,
 }
 
 impl<R: CommandRunner + Clone + 'static> Agent<R> {
@@ -66,11 +71,36 @@ impl<R: CommandRunner + Clone + 'static> Agent<R> {
             locks,
             quota_ready: Arc::default(),
             copies: Default::default(),
+            scope: None,
         }
+    }
+
+    /// An agent for a pool made by hand (external mode): it serves only `volumes`, only the
+    /// CSI driver's RPCs ([`crate::serve`] filters them), never changes a volume's settings,
+    /// and deletes only directories it made.
+    pub fn for_external_volumes(mut self, volumes: impl IntoIterator<Item = String>) -> Self {
+        self.scope = Some(crate::scope::Scope {
+            volumes: volumes.into_iter().collect(),
+        });
+        self
     }
 }
 
 impl<R: CommandRunner + 'static> Agent<R> {
+    /// The volumes served, when this agent is for a pool made by hand.
+    pub fn scope(&self) -> Option<&crate::scope::Scope> {
+        self.scope.as_ref()
+    }
+
+    /// A volume name from a request: valid, and one this agent serves.
+    fn volume_arg(&self, field: &str, name: &str) -> Result<String, AgentError> {
+        let name = spec::volume_name(field, name)?;
+        if let Some(scope) = &self.scope {
+            scope.check(field, &name)?;
+        }
+        Ok(name)
+    }
+
     async fn info(&self, name: &str) -> Result<Volume, AgentError> {
         self.gluster
             .volume_info(name)
@@ -301,7 +331,8 @@ impl<R: CommandRunner + 'static> Agent<R> {
         });
     }
 
-    /// Makes sure `volume` is started with quota on and quota timeouts at 0, asking glusterd
+    /// Makes sure `volume` is started with quota on and quota's check timeouts as the limits
+    /// need them ([`crate::quota::SOFT_TIMEOUT_SECONDS`]), asking glusterd
     /// at most once per [`QUOTA_READY_TTL`].
     async fn quota_ready(&self, volume: &str) -> Result<(), AgentError> {
         let fresh = |m: &HashMap<String, Instant>| {
@@ -320,11 +351,39 @@ impl<R: CommandRunner + 'static> Agent<R> {
         // Each gluster command costs a round of glusterd transactions: skip the ones the
         // volume's options show are already in effect.
         let opt = |k: &str| v.options.get(k).map(String::as_str);
+        if self.scope.is_some() {
+            // A pool made by hand keeps the settings its owners gave it: turning quota on
+            // starts a crawl of every file, their call to make.
+            if opt("features.quota") != Some("on") {
+                let (soft, hard) = (
+                    crate::quota::SOFT_TIMEOUT_SECONDS,
+                    crate::quota::HARD_TIMEOUT_SECONDS,
+                );
+                return Err(AgentError::Precondition(format!(
+                    "quota is off on volume {volume}, a pool made by hand, and this agent \
+                     changes no settings of it: run `gluster volume quota {volume} enable` \
+                     on a server (it accounts every file once), and for limits enforced as \
+                     on the operator's pools `gluster volume set {volume} \
+                     features.soft-timeout {soft}` and `features.hard-timeout {hard}` \
+                     (docs/external.md)"
+                )));
+            }
+            lock(&self.quota_ready).insert(volume.to_string(), Instant::now());
+            return Ok(());
+        }
         if opt("features.quota") != Some("on") {
             self.gluster.quota_enable(volume).await?;
         }
-        if opt("features.soft-timeout") != Some("0") || opt("features.hard-timeout") != Some("0") {
-            self.gluster.quota_fast_timeouts(volume).await?;
+        let (soft, hard) = (
+            crate::quota::SOFT_TIMEOUT_SECONDS,
+            crate::quota::HARD_TIMEOUT_SECONDS,
+        );
+        if opt("features.soft-timeout") != Some(soft.to_string().as_str())
+            || opt("features.hard-timeout") != Some(hard.to_string().as_str())
+        {
+            self.gluster
+                .quota_check_timeouts(volume, soft, hard)
+                .await?;
         }
         lock(&self.quota_ready).insert(volume.to_string(), Instant::now());
         Ok(())
@@ -499,7 +558,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
 
     async fn volume_start(&self, req: Request<VolumeStartRequest>) -> Reply<VolumeResponse> {
         let req = req.into_inner();
-        let name = spec::volume_name("name", &req.name)?;
+        let name = self.volume_arg("name", &req.name)?;
         log_rpc("VolumeStart", &name);
         let _guard = self.locks.lock(&name).await;
         let v = self.info(&name).await?;
@@ -519,7 +578,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
 
     async fn volume_stop(&self, req: Request<VolumeStopRequest>) -> Reply<VolumeResponse> {
         let req = req.into_inner();
-        let name = spec::volume_name("name", &req.name)?;
+        let name = self.volume_arg("name", &req.name)?;
         log_rpc("VolumeStop", &name);
         let _guard = self.locks.lock(&name).await;
         self.forget_quota_ready(&name);
@@ -533,7 +592,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
     }
 
     async fn volume_delete(&self, req: Request<VolumeRequest>) -> Reply<VolumeDeleteResponse> {
-        let name = spec::volume_name("name", &req.into_inner().name)?;
+        let name = self.volume_arg("name", &req.into_inner().name)?;
         log_rpc("VolumeDelete", &name);
         let _guard = self.locks.lock(&name).await;
         self.forget_quota_ready(&name);
@@ -561,7 +620,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
     }
 
     async fn volume_info(&self, req: Request<VolumeRequest>) -> Reply<VolumeResponse> {
-        let name = spec::volume_name("name", &req.into_inner().name)?;
+        let name = self.volume_arg("name", &req.into_inner().name)?;
         self.volume_reply(&name).await
     }
 
@@ -571,7 +630,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
     }
 
     async fn volume_status(&self, req: Request<VolumeRequest>) -> Reply<VolumeStatusResponse> {
-        let name = spec::volume_name("name", &req.into_inner().name)?;
+        let name = self.volume_arg("name", &req.into_inner().name)?;
         self.info(&name).await?;
         let status = self
             .gluster
@@ -583,7 +642,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
 
     async fn volume_set(&self, req: Request<VolumeSetRequest>) -> Reply<VolumeSetResponse> {
         let req = req.into_inner();
-        let name = spec::volume_name("name", &req.name)?;
+        let name = self.volume_arg("name", &req.name)?;
         let options: BTreeMap<String, String> = req.options.into_iter().collect();
         spec::options("options", &options)?;
         log_rpc("VolumeSet", &name);
@@ -616,7 +675,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
 
     async fn volume_reset(&self, req: Request<VolumeResetRequest>) -> Reply<VolumeResponse> {
         let req = req.into_inner();
-        let name = spec::volume_name("name", &req.name)?;
+        let name = self.volume_arg("name", &req.name)?;
         spec::options("key", &BTreeMap::from([(req.key.clone(), "x".to_string())]))?;
         log_rpc("VolumeReset", &name);
         let _guard = self.locks.lock(&name).await;
@@ -630,7 +689,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
     }
 
     async fn heal_info(&self, req: Request<VolumeRequest>) -> Reply<HealInfoResponse> {
-        let name = spec::volume_name("name", &req.into_inner().name)?;
+        let name = self.volume_arg("name", &req.into_inner().name)?;
         self.info(&name).await?;
         let heal = self
             .gluster
@@ -640,8 +699,16 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         Ok(Response::new(convert::heal(&heal)))
     }
 
+    async fn heal_entries(&self, req: Request<HealEntriesRequest>) -> Reply<HealEntriesResponse> {
+        self.heal_entries_rpc(req).await
+    }
+
+    async fn log_tail(&self, req: Request<LogTailRequest>) -> Reply<LogTailResponse> {
+        self.log_tail_rpc(req).await
+    }
+
     async fn heal_start(&self, req: Request<VolumeRequest>) -> Reply<HealInfoResponse> {
-        let name = spec::volume_name("name", &req.into_inner().name)?;
+        let name = self.volume_arg("name", &req.into_inner().name)?;
         log_rpc("HealStart", &name);
         self.info(&name).await?;
         self.gluster
@@ -658,7 +725,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
 
     async fn subdir_create(&self, req: Request<SubdirCreateRequest>) -> Reply<SubdirResponse> {
         let req = req.into_inner();
-        let volume = spec::volume_name("volume", &req.volume)?;
+        let volume = self.volume_arg("volume", &req.volume)?;
         let path = subdir_path("path", &req.path)?;
         if req.limit_bytes == 0 {
             return Err(AgentError::invalid("limit_bytes", "must be more than 0").into());
@@ -670,7 +737,11 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         self.quota_ready(&volume).await?;
         let dir = self.subdir(&volume, &path).await?;
         match std::fs::create_dir(&dir) {
-            Ok(()) => {}
+            Ok(()) => {
+                if self.scope.is_some() {
+                    quota::mark_made(&dir)?;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 match quota::read_limit(&dir)? {
                     Some(limit) if limit != req.limit_bytes => {
@@ -696,6 +767,9 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::create_dir_all(&dir)
                     .map_err(AgentError::io(format!("creating {path} on {volume}")))?;
+                if self.scope.is_some() {
+                    quota::mark_made(&dir)?;
+                }
             }
             Err(e) => {
                 self.forget_quota_ready(&volume);
@@ -719,7 +793,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         req: Request<SubdirDeleteRequest>,
     ) -> Reply<SubdirDeleteResponse> {
         let req = req.into_inner();
-        let volume = spec::volume_name("volume", &req.volume)?;
+        let volume = self.volume_arg("volume", &req.volume)?;
         let path = subdir_path("path", &req.path)?;
         log_rpc("SubdirDelete", &volume);
         let _path_guard = self.locks.lock(&subdir_lock(&volume, &path)).await;
@@ -750,6 +824,12 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
                 .await
                 .map_err(AgentError::from)?;
         }
+        // On a pool made by hand, a directory that was there before the driver (reused
+        // through a StorageClass subDir template) keeps its data: only its limit goes.
+        if self.scope.is_some() && !quota::made_here(&dir)? {
+            tracing::warn!(volume = %volume, path = %path, "kept a directory this agent did not make; only its limit was removed");
+            return Ok(Response::new(SubdirDeleteResponse { deleted: false }));
+        }
         std::fs::remove_dir_all(&dir)
             .map_err(AgentError::io(format!("removing {path} on {volume}")))?;
         Ok(Response::new(SubdirDeleteResponse { deleted: true }))
@@ -757,7 +837,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
 
     async fn subdir_get(&self, req: Request<SubdirGetRequest>) -> Reply<SubdirResponse> {
         let req = req.into_inner();
-        let volume = spec::volume_name("volume", &req.volume)?;
+        let volume = self.volume_arg("volume", &req.volume)?;
         let path = subdir_path("path", &req.path)?;
         log_rpc("SubdirGet", &volume);
         let dir = self.subdir(&volume, &path).await?;
@@ -774,7 +854,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
 
     async fn subdir_expand(&self, req: Request<SubdirCreateRequest>) -> Reply<SubdirResponse> {
         let req = req.into_inner();
-        let volume = spec::volume_name("volume", &req.volume)?;
+        let volume = self.volume_arg("volume", &req.volume)?;
         let path = subdir_path("path", &req.path)?;
         log_rpc("SubdirExpand", &volume);
         let _guard = self.locks.lock(&subdir_lock(&volume, &path)).await;
@@ -805,7 +885,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
     }
 
     async fn quota_list(&self, req: Request<VolumeRequest>) -> Reply<QuotaListResponse> {
-        let name = spec::volume_name("name", &req.into_inner().name)?;
+        let name = self.volume_arg("name", &req.into_inner().name)?;
         self.info(&name).await?;
         // Gluster's list is only complete once the limits set here are registered.
         let left = self.registrar.flush(&name, Duration::from_secs(30)).await;
@@ -821,8 +901,15 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         }))
     }
 
+    async fn quota_backlog(&self, req: Request<VolumeRequest>) -> Reply<QuotaBacklogResponse> {
+        let name = self.volume_arg("name", &req.into_inner().name)?;
+        Ok(Response::new(QuotaBacklogResponse {
+            pending: self.registrar.pending(&name) as u32,
+        }))
+    }
+
     async fn subdir_list(&self, req: Request<VolumeRequest>) -> Reply<QuotaListResponse> {
-        let name = spec::volume_name("name", &req.into_inner().name)?;
+        let name = self.volume_arg("name", &req.into_inner().name)?;
         let root = self.management_mount(&name).await?;
         let found = tokio::task::spawn_blocking(move || quota::list_top_level(&root))
             .await
@@ -870,7 +957,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
 
     async fn add_brick(&self, req: Request<AddBrickRequest>) -> Reply<VolumeResponse> {
         let req = req.into_inner();
-        let name = spec::volume_name("name", &req.name)?;
+        let name = self.volume_arg("name", &req.name)?;
         let bricks = spec::bricks("bricks", &req.bricks)?;
         log_rpc("AddBrick", &name);
         let _guard = self.locks.lock(&name).await;
@@ -895,7 +982,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         req: Request<RemoveBrickRequest>,
     ) -> Reply<RebalanceStatusResponse> {
         let req = req.into_inner();
-        let name = spec::volume_name("name", &req.name)?;
+        let name = self.volume_arg("name", &req.name)?;
         let bricks = spec::bricks("bricks", &req.bricks)?;
         log_rpc("RemoveBrickStart", &name);
         let _guard = self.locks.lock(&name).await;
@@ -917,7 +1004,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         req: Request<RemoveBrickRequest>,
     ) -> Reply<RebalanceStatusResponse> {
         let req = req.into_inner();
-        let name = spec::volume_name("name", &req.name)?;
+        let name = self.volume_arg("name", &req.name)?;
         let bricks = spec::bricks("bricks", &req.bricks)?;
         self.info(&name).await?;
         let st = self
@@ -930,7 +1017,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
 
     async fn remove_brick_commit(&self, req: Request<RemoveBrickRequest>) -> Reply<VolumeResponse> {
         let req = req.into_inner();
-        let name = spec::volume_name("name", &req.name)?;
+        let name = self.volume_arg("name", &req.name)?;
         let bricks = spec::bricks("bricks", &req.bricks)?;
         log_rpc("RemoveBrickCommit", &name);
         let _guard = self.locks.lock(&name).await;
@@ -964,7 +1051,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
 
     async fn replace_brick(&self, req: Request<ReplaceBrickRequest>) -> Reply<VolumeResponse> {
         let req = req.into_inner();
-        let name = spec::volume_name("name", &req.name)?;
+        let name = self.volume_arg("name", &req.name)?;
         let old = Brick::parse(&req.old_brick)
             .map_err(|e| AgentError::invalid("old_brick", e.to_string()))?;
         let new = Brick::parse(&req.new_brick)
@@ -1000,7 +1087,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
     }
 
     async fn rebalance_start(&self, req: Request<VolumeRequest>) -> Reply<RebalanceStatusResponse> {
-        let name = spec::volume_name("name", &req.into_inner().name)?;
+        let name = self.volume_arg("name", &req.into_inner().name)?;
         log_rpc("RebalanceStart", &name);
         let _guard = self.locks.lock(&name).await;
         self.info(&name).await?;
@@ -1028,7 +1115,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         &self,
         req: Request<VolumeRequest>,
     ) -> Reply<RebalanceStatusResponse> {
-        let name = spec::volume_name("name", &req.into_inner().name)?;
+        let name = self.volume_arg("name", &req.into_inner().name)?;
         self.info(&name).await?;
         let st = self
             .gluster

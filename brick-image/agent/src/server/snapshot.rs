@@ -11,7 +11,6 @@ use super::{log_rpc, subdir_path, Agent, Reply};
 use crate::proto::*;
 use crate::quota;
 use crate::snapshot::{self, Layout, Record};
-use crate::spec;
 use crate::AgentError;
 
 /// The longest a call waits for its copy before answering that it still runs.
@@ -104,7 +103,7 @@ impl<R: CommandRunner + 'static> Agent<R> {
         req: Request<SnapshotCreateRequest>,
     ) -> Reply<SnapshotResponse> {
         let req = req.into_inner();
-        let volume = spec::volume_name("volume", &req.volume)?;
+        let volume = self.volume_arg("volume", &req.volume)?;
         let name = snapshot::snapshot_name("name", &req.name)?;
         let source = subdir_path("source", &req.source)?;
         log_rpc("SnapshotCreate", &volume);
@@ -154,7 +153,7 @@ impl<R: CommandRunner + 'static> Agent<R> {
         req: Request<SnapshotRequest>,
     ) -> Reply<SnapshotResponse> {
         let req = req.into_inner();
-        let volume = spec::volume_name("volume", &req.volume)?;
+        let volume = self.volume_arg("volume", &req.volume)?;
         let name = snapshot::snapshot_name("name", &req.name)?;
         log_rpc("SnapshotGet", &volume);
         let root = self.management_mount(&volume).await?;
@@ -171,7 +170,7 @@ impl<R: CommandRunner + 'static> Agent<R> {
         req: Request<SnapshotRequest>,
     ) -> Reply<SnapshotDeleteResponse> {
         let req = req.into_inner();
-        let volume = spec::volume_name("volume", &req.volume)?;
+        let volume = self.volume_arg("volume", &req.volume)?;
         let name = snapshot::snapshot_name("name", &req.name)?;
         log_rpc("SnapshotDelete", &volume);
         let busy = self.copies.running(&snapshot_key(&volume, &name))
@@ -201,7 +200,7 @@ impl<R: CommandRunner + 'static> Agent<R> {
         &self,
         req: Request<VolumeRequest>,
     ) -> Reply<SnapshotListResponse> {
-        let volume = spec::volume_name("name", &req.into_inner().name)?;
+        let volume = self.volume_arg("name", &req.into_inner().name)?;
         log_rpc("SnapshotList", &volume);
         let root = self.management_mount(&volume).await?;
         let all = tokio::task::spawn_blocking(move || snapshot::list(&root))
@@ -221,7 +220,7 @@ impl<R: CommandRunner + 'static> Agent<R> {
         req: Request<SubdirFillRequest>,
     ) -> Reply<SubdirFillResponse> {
         let req = req.into_inner();
-        let volume = spec::volume_name("volume", &req.volume)?;
+        let volume = self.volume_arg("volume", &req.volume)?;
         let path = subdir_path("path", &req.path)?;
         log_rpc("SubdirFill", &volume);
         let root = self.management_mount(&volume).await?;
