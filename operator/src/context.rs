@@ -13,11 +13,8 @@ use crate::metrics::Metrics;
 /// Settings of one operator process.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The brick image for clusters that do not name one.
-    pub brick_image: String,
-    /// Secrets (by name) that brick pods pull their image with. Pods look them up in their
-    /// own namespace: each GlusterCluster's namespace needs a copy.
-    pub image_pull_secrets: Vec<String>,
+    /// What every brick pod gets, whatever its cluster.
+    pub brick_pods: BrickPods,
     /// The agents' gRPC port.
     pub agent_port: u16,
     /// How often healthy objects are re-checked (brick and heal state).
@@ -34,6 +31,32 @@ pub struct Config {
     pub namespace: String,
 }
 
+/// Settings of the brick pods that are the operator's, not a GlusterCluster's.
+#[derive(Clone, Debug)]
+pub struct BrickPods {
+    /// The brick image for clusters that do not name one.
+    pub image: String,
+    /// Secrets (by name) that brick pods pull their image with. Pods look them up in their
+    /// own namespace: each GlusterCluster's namespace needs a copy.
+    pub pull_secrets: Vec<String>,
+    /// The brick agent's log filter (RUST_LOG syntax).
+    pub agent_log_level: String,
+    /// The size at which each of gluster's log files in a brick pod is rotated (one older
+    /// copy is kept).
+    pub log_max_mib: u32,
+}
+
+impl Default for BrickPods {
+    fn default() -> Self {
+        Self {
+            image: format!("glusterkube/brick:{}", env!("CARGO_PKG_VERSION")),
+            pull_secrets: Vec::new(),
+            agent_log_level: "info".into(),
+            log_max_mib: 100,
+        }
+    }
+}
+
 impl Config {
     /// The label selector of the objects this operator reconciles.
     pub fn selector(&self) -> String {
@@ -47,8 +70,7 @@ impl Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            brick_image: format!("glusterkube/brick:{}", env!("CARGO_PKG_VERSION")),
-            image_pull_secrets: Vec::new(),
+            brick_pods: BrickPods::default(),
             agent_port: gk_api::agents::AGENT_PORT,
             refresh: Duration::from_secs(30),
             csi_driver: "gluster.glusterkube.dev".into(),
@@ -66,6 +88,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Heal counts by gluster volume, one running at a time each (see `volume::heal`).
     pub heals: crate::volume::heal::SingleFlight<gk_agent::proto::HealInfoResponse>,
+    /// Connections to the brick agents, kept between reconciles.
+    pub agents: gk_api::agents::cache::AgentCache,
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //!   module each that decides what status says.
 //! - `plan/` decides (placement, sizes, rollouts, migrations, profiles) without side effects.
 //! - `tls/` holds the certificates and the access options built on them.
+//! - `leader` lets one of several replicas reconcile (a Lease).
 //! - `apply`, `events`, `finalizer` and `conditions` are the plumbing every reconcile uses;
 //!   `safety` is the one check that a volume's data may be disturbed.
 //!
@@ -19,6 +20,7 @@ mod error;
 pub mod events;
 pub mod failure;
 pub mod finalizer;
+pub mod leader;
 pub mod metrics;
 pub mod plan;
 pub mod run;

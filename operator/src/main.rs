@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use gk_operator::context::Config;
+use gk_operator::context::{BrickPods, Config};
+use gk_operator::leader::{Election, Ended};
 use gk_operator::metrics::Metrics;
 
 #[derive(Parser)]
@@ -24,6 +25,15 @@ struct Cli {
     #[arg(long, env = "GK_BRICK_IMAGE_PULL_SECRETS", value_delimiter = ',',
           value_parser = gk_api::names::secret_name)]
     brick_image_pull_secrets: Vec<String>,
+    /// The brick agents' log filter (RUST_LOG syntax: a level, or `gk_agent=debug,info`).
+    #[arg(long, env = "GK_BRICK_AGENT_LOG_LEVEL", default_value = "info",
+          value_parser = log_filter)]
+    brick_agent_log_level: String,
+    /// Size in MiB at which each gluster log file in a brick pod is rotated (one older copy
+    /// is kept beside it).
+    #[arg(long, env = "GK_BRICK_LOG_MAX_MIB", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10240))]
+    brick_log_max_mib: u32,
     /// Seconds between health refreshes of healthy objects.
     #[arg(long, env = "GK_REFRESH_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(5..=3600))]
@@ -37,6 +47,17 @@ struct Cli {
     /// glusterkube.dev/operator-instance=<this>; without it, only those without the label.
     #[arg(long, env = "GK_OPERATOR_INSTANCE")]
     instance: Option<String>,
+    /// Reconcile only while holding the leader Lease (in the operator's namespace), so that
+    /// several replicas can run: one reconciles, the others stand by.
+    #[arg(long, env = "GK_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_election: bool,
+    /// The leader Lease's name.
+    #[arg(long, env = "GK_LEADER_ELECTION_LEASE", default_value = "glusterkube-operator",
+          value_parser = gk_api::names::lease_name)]
+    leader_election_lease: String,
+    /// This replica's name in the Lease (the pod's name).
+    #[arg(long, env = "POD_NAME", default_value = "")]
+    pod_name: String,
     /// The operator's own namespace, where the gluster CA and the CSI node plugins'
     /// certificate are kept.
     #[arg(long, env = "POD_NAMESPACE", default_value = "glusterkube")]
@@ -61,11 +82,16 @@ async fn main() -> anyhow::Result<()> {
         rollout_timeout: Duration::from_secs(cli.rollout_timeout_seconds),
         instance: cli.instance,
         namespace: cli.namespace,
-        image_pull_secrets: cli.brick_image_pull_secrets,
+        brick_pods: BrickPods {
+            pull_secrets: cli.brick_image_pull_secrets,
+            agent_log_level: cli.brick_agent_log_level,
+            log_max_mib: cli.brick_log_max_mib,
+            ..BrickPods::default()
+        },
         ..Config::default()
     };
     if let Some(image) = cli.brick_image {
-        config.brick_image = image;
+        config.brick_pods.image = image;
     }
     let metrics = Arc::new(Metrics::default());
     let m = metrics.clone();
@@ -79,10 +105,43 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", cli.metrics_addr))?;
     tokio::spawn(async move { axum::serve(listener, app).await });
-    tracing::info!("starting controllers");
-    gk_operator::run(client, config, metrics, shutdown_signal()).await;
+    if !cli.leader_election {
+        tracing::info!("starting controllers (no leader election)");
+        gk_operator::run(client, config, metrics, shutdown_signal()).await;
+        tracing::info!("stopped");
+        return Ok(());
+    }
+    anyhow::ensure!(
+        !cli.pod_name.is_empty(),
+        "--pod-name (POD_NAME) is required with leader election: it names this replica in the Lease"
+    );
+    let election = Election {
+        namespace: config.namespace.clone(),
+        lease: cli.leader_election_lease,
+        identity: cli.pod_name,
+        duration_seconds: 15,
+        grace_seconds: 5,
+    };
+    let c = client.clone();
+    let ended = gk_operator::leader::lead(c, &election, shutdown_signal(), |stop| {
+        tracing::info!("starting controllers");
+        gk_operator::run(client, config, metrics, stop)
+    })
+    .await?;
     tracing::info!("stopped");
+    anyhow::ensure!(
+        ended == Ended::Shutdown,
+        "another replica holds the leader Lease {} now; exiting to restart as a follower",
+        election.lease
+    );
     Ok(())
+}
+
+/// A log filter the agent will accept, refused here rather than in every brick pod.
+fn log_filter(s: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(s)
+        .map(|_| s.to_string())
+        .map_err(|e| format!("not a log filter (RUST_LOG syntax): {e}"))
 }
 
 async fn shutdown_signal() {

@@ -28,6 +28,27 @@ pub struct VolumeLabel {
     pub volume: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabel {
+    pub namespace: String,
+    pub cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SecretLabel {
+    pub namespace: String,
+    pub secret: String,
+}
+
+/// What one observation of a volume found.
+#[derive(Clone, Debug, Default)]
+pub struct VolumeGauges {
+    pub bricks_online: i64,
+    pub bricks: i64,
+    pub heal_pending: i64,
+    pub split_brain: i64,
+}
+
 pub struct Metrics {
     registry: Mutex<Registry>,
     reconciles: Family<KindLabel, Counter>,
@@ -39,6 +60,10 @@ pub struct Metrics {
     capacity_bytes: Family<VolumeLabel, Gauge>,
     used_bytes: Family<VolumeLabel, Gauge>,
     persistent_volumes: Family<VolumeLabel, Gauge>,
+    split_brain: Family<VolumeLabel, Gauge>,
+    quota_backlog: Family<VolumeLabel, Gauge>,
+    rollout_stalled: Family<ClusterLabel, Gauge>,
+    certificate_expiry: Family<SecretLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -55,6 +80,10 @@ impl Default for Metrics {
         let capacity_bytes = Family::<VolumeLabel, Gauge>::default();
         let used_bytes = Family::<VolumeLabel, Gauge>::default();
         let persistent_volumes = Family::<VolumeLabel, Gauge>::default();
+        let split_brain = Family::<VolumeLabel, Gauge>::default();
+        let quota_backlog = Family::<VolumeLabel, Gauge>::default();
+        let rollout_stalled = Family::<ClusterLabel, Gauge>::default();
+        let certificate_expiry = Family::<SecretLabel, Gauge>::default();
         registry.register("reconciles", "Reconciles started", reconciles.clone());
         registry.register(
             "reconcile_errors",
@@ -92,6 +121,26 @@ impl Default for Metrics {
             "PersistentVolumes of the CSI driver backed by each volume",
             persistent_volumes.clone(),
         );
+        registry.register(
+            "volume_split_brain_entries",
+            "Entries in split-brain per volume (gluster cannot heal them on its own)",
+            split_brain.clone(),
+        );
+        registry.register(
+            "volume_quota_registrations_pending",
+            "Quota limits enforced on a volume's directories that glusterd has not registered yet",
+            quota_backlog.clone(),
+        );
+        registry.register(
+            "cluster_rollout_stalled",
+            "1 while a GlusterCluster's rolling restart is stopped (RolloutStalled)",
+            rollout_stalled.clone(),
+        );
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "When each certificate the operator issued expires (Unix time), by its Secret",
+            certificate_expiry.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             reconciles,
@@ -103,6 +152,10 @@ impl Default for Metrics {
             capacity_bytes,
             used_bytes,
             persistent_volumes,
+            split_brain,
+            quota_backlog,
+            rollout_stalled,
+            certificate_expiry,
         }
     }
 }
@@ -142,14 +195,61 @@ impl Metrics {
             .inc();
     }
 
-    pub fn volume(&self, namespace: &str, volume: &str, online: i64, total: i64, pending: i64) {
+    pub fn volume(&self, namespace: &str, volume: &str, g: &VolumeGauges) {
         let l = VolumeLabel {
             namespace: namespace.into(),
             volume: volume.into(),
         };
-        self.bricks_online.get_or_create(&l).set(online);
-        self.bricks_total.get_or_create(&l).set(total);
-        self.heal_pending.get_or_create(&l).set(pending);
+        self.bricks_online.get_or_create(&l).set(g.bricks_online);
+        self.bricks_total.get_or_create(&l).set(g.bricks);
+        self.heal_pending.get_or_create(&l).set(g.heal_pending);
+        self.split_brain.get_or_create(&l).set(g.split_brain);
+    }
+
+    /// Quota limits of a volume waiting for glusterd; counted after the volume's other
+    /// gauges, so it is dropped when they are gone (the volume was deleted meanwhile).
+    pub fn quota_backlog(&self, namespace: &str, volume: &str, pending: i64) {
+        let l = VolumeLabel {
+            namespace: namespace.into(),
+            volume: volume.into(),
+        };
+        if self.bricks_total.get(&l).is_some() {
+            self.quota_backlog.get_or_create(&l).set(pending);
+        }
+    }
+
+    /// Whether a GlusterCluster's rolling restart stopped (its RolloutStalled condition).
+    pub fn rollout_stalled(&self, namespace: &str, cluster: &str, stalled: bool) {
+        self.rollout_stalled
+            .get_or_create(&ClusterLabel {
+                namespace: namespace.into(),
+                cluster: cluster.into(),
+            })
+            .set(i64::from(stalled));
+    }
+
+    /// When a certificate the operator issued expires, by the Secret holding it.
+    pub fn certificate_expiry(&self, namespace: &str, secret: &str, unix_seconds: i64) {
+        self.certificate_expiry
+            .get_or_create(&SecretLabel {
+                namespace: namespace.into(),
+                secret: secret.into(),
+            })
+            .set(unix_seconds);
+    }
+
+    /// Drops the gauges of a deleted GlusterCluster and of its certificates.
+    pub fn forget_cluster(&self, namespace: &str, cluster: &str, secrets: &[String]) {
+        self.rollout_stalled.remove(&ClusterLabel {
+            namespace: namespace.into(),
+            cluster: cluster.into(),
+        });
+        for secret in secrets {
+            self.certificate_expiry.remove(&SecretLabel {
+                namespace: namespace.into(),
+                secret: secret.clone(),
+            });
+        }
     }
 
     pub fn capacity(&self, namespace: &str, volume: &str, total_bytes: i64, used_bytes: i64) {
@@ -159,6 +259,25 @@ impl Metrics {
         };
         self.capacity_bytes.get_or_create(&l).set(total_bytes);
         self.used_bytes.get_or_create(&l).set(used_bytes);
+    }
+
+    /// Drops every gauge of a deleted volume.
+    pub fn forget_volume(&self, namespace: &str, volume: &str) {
+        let l = VolumeLabel {
+            namespace: namespace.into(),
+            volume: volume.into(),
+        };
+        for family in [
+            &self.bricks_online,
+            &self.bricks_total,
+            &self.heal_pending,
+            &self.capacity_bytes,
+            &self.used_bytes,
+            &self.split_brain,
+            &self.quota_backlog,
+        ] {
+            family.remove(&l);
+        }
     }
 
     /// Replaces the PersistentVolume counts, so volumes that lost their last PV drop out.
@@ -176,11 +295,7 @@ impl Metrics {
 
     /// The text exposition format.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
-        prometheus_client::encoding::text::encode(&mut out, &registry)
-            .expect("writing to a String");
-        out
+        gk_api::metrics::encode(&self.registry)
     }
 }
 
@@ -193,7 +308,20 @@ mod tests {
         let m = Metrics::default();
         m.reconcile_started("GlusterVolume").finish();
         m.error("agent");
-        m.volume("ns", "v", 2, 3, 17);
+        m.volume(
+            "ns",
+            "v",
+            &VolumeGauges {
+                bricks_online: 2,
+                bricks: 3,
+                heal_pending: 17,
+                split_brain: 1,
+            },
+        );
+        m.quota_backlog("ns", "v", 4);
+        m.quota_backlog("ns", "deleted", 9);
+        m.rollout_stalled("ns", "c", true);
+        m.certificate_expiry("ns", "c-agent-tls", 1_900_000_000);
         m.capacity("ns", "v", 1000, 250);
         m.persistent_volumes(&BTreeMap::from([(("ns".into(), "old".into()), 4)]));
         m.persistent_volumes(&BTreeMap::from([(("ns".into(), "v".into()), 5)]));
@@ -227,5 +355,25 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("volume=\"old\""), "{text}");
+        assert!(!text.contains("volume=\"deleted\""), "{text}");
+        for want in [
+            "glusterkube_volume_split_brain_entries{namespace=\"ns\",volume=\"v\"} 1",
+            "glusterkube_volume_quota_registrations_pending{namespace=\"ns\",volume=\"v\"} 4",
+            "glusterkube_cluster_rollout_stalled{namespace=\"ns\",cluster=\"c\"} 1",
+            "glusterkube_certificate_expiry_timestamp_seconds{namespace=\"ns\",secret=\"c-agent-tls\"} 1900000000",
+        ] {
+            assert!(text.contains(want), "{want} missing:\n{text}");
+        }
+        m.forget_cluster("ns", "c", &["c-agent-tls".into()]);
+        m.forget_volume("ns", "v");
+        let text = m.encode();
+        assert!(
+            !text.contains("volume=\"v\"} 2") && !text.contains("volume_used_bytes{"),
+            "a deleted volume's gauges are gone:\n{text}"
+        );
+        assert!(
+            !text.contains("cluster=\"c\"") && !text.contains("c-agent-tls"),
+            "a deleted cluster's gauges are gone:\n{text}"
+        );
     }
 }

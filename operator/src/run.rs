@@ -27,19 +27,30 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let agent_port = config.agent_port;
     let ctx = Arc::new(Context {
         recorder: Recorder::new(client.clone(), Reporter::from(OPERATOR)),
         client: client.clone(),
         config,
         metrics,
         heals: Default::default(),
+        agents: gk_api::agents::cache::AgentCache::new(agent_port),
     });
     // The CSI node plugins wait for their certificate (the chart mounts it), clusters or not.
-    let (c, ns) = (client.clone(), ctx.config.namespace.clone());
+    let (c, ns, m) = (
+        client.clone(),
+        ctx.config.namespace.clone(),
+        ctx.metrics.clone(),
+    );
     let csi_tls = tokio::spawn(async move {
         loop {
             let wait = match crate::tls::gluster::ensure_csi_client(&c, &ns).await {
-                Ok(()) => Duration::from_secs(3600),
+                Ok(expiry) => {
+                    if let Some(at) = expiry {
+                        m.certificate_expiry(&ns, gk_api::names::CSI_CLIENT_SECRET, at);
+                    }
+                    Duration::from_secs(3600)
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, namespace = %ns, "issuing the CSI node plugins' gluster certificate; retrying");
                     Duration::from_secs(10)
@@ -115,12 +126,15 @@ async fn count_persistent_volumes(
     use k8s_openapi::api::core::v1::PersistentVolume;
     use kube::runtime::{reflector, WatchStreamExt};
     let (reader, writer) = reflector::store::<PersistentVolume>();
+    let driver = ctx.config.csi_driver.clone();
+    // Only what the count needs is kept of each PV: the store holds every PV of the cluster.
     let watch = reflector(
         writer,
         watcher(
             Api::<PersistentVolume>::all(client),
             watcher::Config::default(),
-        ),
+        )
+        .modify(move |pv| crate::volume::users::slim(pv, &driver)),
     )
     .default_backoff()
     .for_each(|_| async {});

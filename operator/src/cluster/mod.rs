@@ -19,7 +19,6 @@ pub mod validate;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gk_api::agents;
 use gk_api::crd::GlusterCluster;
 use gk_api::names::LABEL_CLUSTER;
 use k8s_openapi::api::core::v1::Pod;
@@ -45,7 +44,22 @@ pub async fn reconcile(gc: Arc<GlusterCluster>, ctx: Arc<Context>) -> Result<Act
             }
             result
         },
-        |gc| async move { cleanup::run(&gc, ctx).await },
+        |gc| async move {
+            let done = cleanup::run(&gc, ctx).await;
+            if done.is_ok() {
+                let cluster = gc.name_any();
+                ctx.metrics.forget_cluster(
+                    &gc.namespace().unwrap_or_default(),
+                    &cluster,
+                    &[
+                        gk_api::names::agent_tls_secret(&cluster),
+                        gk_api::names::operator_tls_secret(&cluster),
+                        gk_api::names::gluster_tls_secret(&cluster),
+                    ],
+                );
+            }
+            done
+        },
     )
     .await
 }
@@ -56,8 +70,7 @@ async fn apply(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
     tls::gluster::ensure(ctx, gc).await?;
     resources::apply(ctx, gc).await?;
 
-    let (mut up, mut down) =
-        agents::discover(&ctx.client, ctx.config.agent_port, gc, &creds).await?;
+    let (mut up, mut down) = ctx.agents.discover(&ctx.client, gc, Some(&creds)).await?;
     refused::explain_missing(ctx, gc, &mut down).await;
     let anchor_peers = pool::form(&mut up).await?;
     let old = gc.status.clone().unwrap_or_default();
@@ -87,6 +100,11 @@ async fn apply(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
     };
     let (mut new, desired) = status::compute(&old, &observed);
     new.observed_generation = gc.metadata.generation;
+    ctx.metrics.rollout_stalled(
+        &gc.namespace().unwrap_or_default(),
+        &gc.name_any(),
+        desired.iter().any(|d| d.reason == "RolloutStalled"),
+    );
     apply::status_if_changed(ctx, gc, &old, new, &desired).await?;
     let settled = desired.iter().any(|d| d.type_ == "Ready" && d.status)
         && observed.rollout.waiting.is_none();

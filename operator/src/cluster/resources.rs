@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use crate::apply::{self, owned_meta};
-use crate::context::Context;
+use crate::context::{BrickPods, Context};
 use crate::Error;
 
 /// Where the agent TLS Secret is mounted in brick pods.
@@ -31,12 +31,7 @@ pub async fn apply(ctx: &Context, gc: &GlusterCluster) -> Result<(), Error> {
         apply::object(
             ctx,
             &ns,
-            &build_statefulset(
-                gc,
-                node,
-                &ctx.config.brick_image,
-                &ctx.config.image_pull_secrets,
-            ),
+            &build_statefulset(gc, node, &ctx.config.brick_pods),
         )
         .await?;
     }
@@ -75,26 +70,19 @@ pub fn build_pdb(gc: &GlusterCluster) -> PodDisruptionBudget {
 
 /// One StatefulSet per storage node: one replica, pinned to the node, with the node-local
 /// storage mounted so glusterd's state and the bricks survive pod restarts.
-pub fn build_statefulset(
-    gc: &GlusterCluster,
-    node: &StorageNode,
-    default_image: &str,
-    pull_secrets: &[String],
-) -> StatefulSet {
+pub fn build_statefulset(gc: &GlusterCluster, node: &StorageNode, pods: &BrickPods) -> StatefulSet {
     let cluster = gc.name_any();
     let ns = gc.namespace().unwrap_or_default();
     let name = statefulset_name(&cluster, &node.name);
     let mut pod_labels = cluster_labels(&cluster);
     pod_labels.insert(LABEL_BRICK_SET.into(), name.clone());
-    let image = gc
-        .spec
-        .image
-        .clone()
-        .unwrap_or_else(|| default_image.to_string());
+    let image = gc.spec.image.clone().unwrap_or_else(|| pods.image.clone());
     let mut env = vec![
         json!({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}),
         json!({"name": "GK_ADVERTISE_ADDRESS", "value": format!("$(POD_NAME).{}.{ns}.svc", service_name(&cluster))}),
         json!({"name": "GK_AGENT_TLS_DIR", "value": TLS_DIR}),
+        json!({"name": "RUST_LOG", "value": pods.agent_log_level}),
+        json!({"name": "GK_LOG_MAX_MIB", "value": pods.log_max_mib.to_string()}),
     ];
     let mut mounts = vec![
         json!({"name": "tls", "mountPath": TLS_DIR, "readOnly": true}),
@@ -154,8 +142,9 @@ pub fn build_statefulset(
         "volumes": volumes,
     });
     // Left out when empty, so that setting none changes no pod template.
-    if !pull_secrets.is_empty() {
-        pod_spec["imagePullSecrets"] = pull_secrets
+    if !pods.pull_secrets.is_empty() {
+        pod_spec["imagePullSecrets"] = pods
+            .pull_secrets
             .iter()
             .map(|name| json!({"name": name}))
             .collect();
@@ -188,6 +177,14 @@ pub fn build_statefulset(
 pub(crate) mod tests {
     use super::*;
 
+    /// Brick pod settings with this image and the defaults otherwise.
+    pub(crate) fn pods(image: &str) -> BrickPods {
+        BrickPods {
+            image: image.into(),
+            ..BrickPods::default()
+        }
+    }
+
     pub(crate) fn cluster() -> GlusterCluster {
         let v: serde_json::Value = serde_yaml::from_str(
             "apiVersion: glusterkube.dev/v1alpha1\nkind: GlusterCluster\nmetadata: {name: pool, namespace: storage, uid: u1}\nspec:\n  nodes:\n  - {name: node-a, storage: {directory: /srv/g}}\n  - {name: node.b, storage: {device: /dev/sdb}}\n",
@@ -199,7 +196,7 @@ pub(crate) mod tests {
     #[test]
     fn brick_pods_get_gluster_tls_unless_the_cluster_turns_it_off() {
         let pod = |gc: &GlusterCluster| {
-            let sts = build_statefulset(gc, &gc.spec.nodes[0], "img", &[]);
+            let sts = build_statefulset(gc, &gc.spec.nodes[0], &pods("img"));
             serde_json::to_value(sts.spec.unwrap().template.spec.unwrap()).unwrap()
         };
         let env = |p: &serde_json::Value| {
@@ -234,8 +231,10 @@ pub(crate) mod tests {
         let with = serde_json::to_value(build_statefulset(
             &gc,
             &gc.spec.nodes[0],
-            "img:1",
-            &["regcred".into()],
+            &BrickPods {
+                pull_secrets: vec!["regcred".into()],
+                ..pods("img:1")
+            },
         ))
         .unwrap();
         assert_eq!(
@@ -243,7 +242,8 @@ pub(crate) mod tests {
             json!([{"name": "regcred"}])
         );
         let without =
-            serde_json::to_value(build_statefulset(&gc, &gc.spec.nodes[0], "img:1", &[])).unwrap();
+            serde_json::to_value(build_statefulset(&gc, &gc.spec.nodes[0], &pods("img:1")))
+                .unwrap();
         assert!(without["spec"]["template"]["spec"]
             .get("imagePullSecrets")
             .is_none());
@@ -252,7 +252,7 @@ pub(crate) mod tests {
     #[test]
     fn statefulset_is_pinned_and_mounts_node_storage() {
         let gc = cluster();
-        let sts = build_statefulset(&gc, &gc.spec.nodes[0], "img:1", &[]);
+        let sts = build_statefulset(&gc, &gc.spec.nodes[0], &pods("img:1"));
         let v = serde_json::to_value(&sts).unwrap();
         let pod = &v["spec"]["template"]["spec"];
         assert_eq!(v["spec"]["replicas"], 1);
@@ -266,8 +266,8 @@ pub(crate) mod tests {
         let vols = pod["volumes"].as_array().unwrap();
         assert!(vols.iter().any(|v| v["hostPath"]["path"] == "/srv/g"));
         assert_eq!(v["metadata"]["ownerReferences"][0]["uid"], "u1");
-        let dev =
-            serde_json::to_value(build_statefulset(&gc, &gc.spec.nodes[1], "img:1", &[])).unwrap();
+        let dev = serde_json::to_value(build_statefulset(&gc, &gc.spec.nodes[1], &pods("img:1")))
+            .unwrap();
         let env = dev["spec"]["template"]["spec"]["containers"][0]["env"]
             .as_array()
             .unwrap()
@@ -275,6 +275,23 @@ pub(crate) mod tests {
         assert!(env
             .iter()
             .any(|e| e["name"] == "GK_DEVICE" && e["value"] == "/dev/sdb"));
+        // The agent's log level and gluster's log cap come from the operator's settings.
+        let tuned = BrickPods {
+            agent_log_level: "gk_agent=debug,info".into(),
+            log_max_mib: 7,
+            ..pods("img:1")
+        };
+        let sts = serde_json::to_value(build_statefulset(&gc, &gc.spec.nodes[1], &tuned)).unwrap();
+        let env = &sts["spec"]["template"]["spec"]["containers"][0]["env"];
+        for (name, value) in [("RUST_LOG", "gk_agent=debug,info"), ("GK_LOG_MAX_MIB", "7")] {
+            assert!(
+                env.as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|e| e["name"] == name && e["value"] == value),
+                "{name}={value} in {env}"
+            );
+        }
         assert_eq!(
             build_pdb(&gc).spec.unwrap().max_unavailable,
             Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))

@@ -167,6 +167,7 @@ pub async fn run(
 mod tests {
     use super::super::resources::build_statefulset;
     use super::super::resources::tests::cluster;
+    use super::super::resources::tests::pods;
     use super::*;
     use serde_json::json;
 
@@ -205,7 +206,7 @@ mod tests {
     #[test]
     fn only_statefulsets_of_nodes_gone_from_the_spec_are_removed_nodes() {
         let gc = cluster();
-        let node_a = build_statefulset(&gc, &gc.spec.nodes[0], "img", &[]);
+        let node_a = build_statefulset(&gc, &gc.spec.nodes[0], &pods("img"));
         assert_eq!(removed_node(&gc, &node_a), None);
         let mut gone = gc.clone();
         gone.spec.nodes.remove(0);

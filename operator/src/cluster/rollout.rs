@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterCluster, GlusterVolume, RolloutStatus};
-use gk_api::names::{gluster_volume_name, statefulset_name, ANNOTATION_NODE};
+use gk_api::names::{statefulset_name, ANNOTATION_NODE};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -119,10 +119,7 @@ pub async fn run(
         (true, true) => Err("no brick agent answers".to_string()),
         (true, false) => match super::pool::all_connected(up).await {
             Ok(()) => {
-                let names: Vec<String> = volumes
-                    .iter()
-                    .map(|v| gluster_volume_name(&v.namespace().unwrap_or_default(), &v.name_any()))
-                    .collect();
+                let names: Vec<String> = volumes.iter().map(|v| v.gluster_name()).collect();
                 safety::check_all(&mut up[0], &names).await?
             }
             waiting => waiting,

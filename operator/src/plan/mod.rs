@@ -2,6 +2,7 @@
 //! migration proceed, and the options a volume should carry. Nothing here talks to the API or
 //! to gluster; the controllers feed it what they observed and act on what it returns.
 
+pub mod adopt;
 pub mod error;
 pub mod layout;
 pub mod migration;

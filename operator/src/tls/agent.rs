@@ -115,6 +115,9 @@ pub async fn ensure(ctx: &Context, gc: &GlusterCluster) -> Result<AgentCredentia
                 leaf
             }
         };
+        if let Some(at) = pki::expiry_unix(&leaf.cert_pem) {
+            ctx.metrics.certificate_expiry(&ns, &name, at);
+        }
         if usage == Usage::Client {
             operator_leaf = Some(leaf);
         }

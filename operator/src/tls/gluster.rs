@@ -72,6 +72,7 @@ pub async fn ca(client: &kube::Client, namespace: &str) -> Result<Ca, Error> {
 
 /// Issues (or re-issues, when a third of its validity is left or the CA changed) a gluster
 /// certificate into Secret `name`, as glusterfs.pem, glusterfs.key and glusterfs.ca.
+/// Returns when the certificate now in the Secret expires (Unix seconds).
 async fn ensure_leaf(
     secrets: &Api<Secret>,
     name: &str,
@@ -79,7 +80,7 @@ async fn ensure_leaf(
     ca: &Ca,
     common_name: &str,
     usage: Usage,
-) -> Result<(), Error> {
+) -> Result<Option<i64>, Error> {
     let now = SystemTime::now();
     let ca_pem = &ca.pem().cert_pem;
     let current = secrets.get_opt(name).await?;
@@ -90,7 +91,10 @@ async fn ensure_leaf(
             && s.annotations().get(IDENTITY_ANNOTATION).map(String::as_str) == Some(common_name)
     });
     if fresh {
-        return Ok(());
+        return Ok(current
+            .as_ref()
+            .and_then(|s| data(s, "glusterfs.pem"))
+            .and_then(|c| pki::expiry_unix(&c)));
     }
     let leaf = ca.issue(common_name, &[], usage, now)?;
     let mut s: Secret = serde_json::from_value(json!({
@@ -114,7 +118,7 @@ async fn ensure_leaf(
         )
         .await?;
     tracing::info!(secret = name, common_name, "issued gluster certificate");
-    Ok(())
+    Ok(pki::expiry_unix(&leaf.cert_pem))
 }
 
 /// The common name a gluster certificate Secret was issued for.
@@ -122,7 +126,10 @@ const IDENTITY_ANNOTATION: &str = "glusterkube.dev/common-name";
 
 /// The CSI node plugins' client certificate (kept current by a loop of the operator's own,
 /// clusters or not; see `run`).
-pub async fn ensure_csi_client(client: &kube::Client, namespace: &str) -> Result<(), Error> {
+pub async fn ensure_csi_client(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Option<i64>, Error> {
     let ca = ca(client, namespace).await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let metadata = json!({
@@ -151,7 +158,7 @@ pub async fn ensure(ctx: &Context, gc: &GlusterCluster) -> Result<(), Error> {
         Api::namespaced(ctx.client.clone(), &gc.namespace().unwrap_or_default());
     let uid = gc.uid().unwrap_or_default();
     let name = gk_api::names::gluster_tls_secret(&gc.name_any());
-    ensure_leaf(
+    let expiry = ensure_leaf(
         &secrets,
         &name,
         owned_meta(gc, &name),
@@ -159,5 +166,10 @@ pub async fn ensure(ctx: &Context, gc: &GlusterCluster) -> Result<(), Error> {
         &cluster_identity(&uid),
         Usage::Peer,
     )
-    .await
+    .await?;
+    if let Some(at) = expiry {
+        ctx.metrics
+            .certificate_expiry(&gc.namespace().unwrap_or_default(), &name, at);
+    }
+    Ok(())
 }

@@ -125,6 +125,15 @@ pub fn validity(cert_pem: &str) -> Result<(SystemTime, SystemTime), PkiError> {
     Ok((at(v.not_before.timestamp()), at(v.not_after.timestamp())))
 }
 
+/// When a PEM certificate expires, in Unix seconds (for the expiry metric).
+pub fn expiry_unix(cert_pem: &str) -> Option<i64> {
+    let (_, until) = validity(cert_pem).ok()?;
+    until
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs() as i64)
+}
+
 /// Renew once less than a third of the validity is left, so a missed reconcile or two never
 /// lets a certificate lapse.
 pub fn needs_renewal(cert_pem: &str, now: SystemTime) -> bool {

@@ -1,11 +1,10 @@
 //! Deletion of a GlusterVolume: refused while PersistentVolumes use it; otherwise the gluster
 //! volume is stopped and deleted, and its brick directories removed only under
-//! deletionPolicy Delete.
+//! deletionPolicy Delete. An adopted volume (`spec.existingVolume`) is only released: the
+//! operator stops managing it and leaves it running with its data.
 
 use gk_agent::proto::{BrickReleaseRequest, VolumeRequest, VolumeStopRequest};
-use gk_api::agents;
 use gk_api::crd::{DeletionPolicy, GlusterVolume};
-use gk_api::names::gluster_volume_name;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
@@ -18,8 +17,7 @@ use crate::context::Context;
 use crate::Error;
 
 pub async fn run(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
-    let ns = gv.namespace().unwrap_or_default();
-    let name = gluster_volume_name(&ns, &gv.name_any());
+    let name = gv.gluster_name();
     let pvs: Api<PersistentVolume> = Api::all(ctx.client.clone());
     let holding: Vec<String> = pvs
         .list(&ListParams::default())
@@ -34,14 +32,17 @@ pub async fn run(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         set_status(ctx, gv, gv.status.clone().unwrap_or_default(), &d).await?;
         return Err(Error::DeletionBlocked(msg));
     }
+    if gv.spec.existing_volume.is_some() {
+        tracing::info!(volume = %name, "released an adopted volume: it keeps running, with its data");
+        ctx.heals.forget(&name);
+        return Ok(Action::await_change());
+    }
     let Some(gc) = cluster_of(ctx, gv).await? else {
         tracing::warn!(volume = %name, "cluster is gone; nothing left to delete in gluster");
         return Ok(Action::await_change());
     };
     // Read-only: certificates are issued by the cluster reconcile alone.
-    let creds = agents::read_credentials(&ctx.client, &gc).await?;
-    let (mut agents, _down) =
-        agents::discover(&ctx.client, ctx.config.agent_port, &gc, &creds).await?;
+    let (mut agents, _down) = ctx.agents.discover(&ctx.client, &gc, None).await?;
     let Some(anchor) = agents.first_mut() else {
         // A volume is created only through an answering agent, which also puts the node in
         // the cluster's status: with neither recorded, nothing of this volume is in gluster.

@@ -4,9 +4,11 @@
 //! One reconcile runs these stages in order, each in its own file: `create` (the gluster
 //! volume, once) → `day2` (replacements, growing and shrinking) → `options` (profile, own
 //! options, access control) → `observe` (bricks, heal, capacity; restarts dead bricks) with
-//! `status` (pure: what status says). `cleanup` runs on deletion; `users` finds the
-//! PersistentVolumes on a volume.
+//! `status` (pure: what status says). `adopt` checks a volume taken over rather than created
+//! (`spec.existingVolume`) before anything else acts on it. `cleanup` runs on deletion;
+//! `users` finds the PersistentVolumes on a volume.
 
+pub mod adopt;
 pub mod cleanup;
 pub mod create;
 pub mod day2;
@@ -21,9 +23,9 @@ pub mod users;
 use std::sync::Arc;
 
 use gk_agent::proto::VolumeStartRequest;
-use gk_api::agents::{self, describe_down};
+use gk_api::agents::describe_down;
 use gk_api::crd::GlusterVolume;
-use gk_api::names::{gluster_volume_name, LABEL_CLUSTER};
+use gk_api::names::LABEL_CLUSTER;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
@@ -48,14 +50,22 @@ pub async fn reconcile(gv: Arc<GlusterVolume>, ctx: Arc<Context>) -> Result<Acti
             }
             result
         },
-        |gv| async move { cleanup::run(&gv, ctx).await },
+        |gv| async move {
+            let done = cleanup::run(&gv, ctx).await;
+            if done.is_ok() {
+                // The finalizer goes next: its gauges must not outlive it.
+                ctx.metrics
+                    .forget_volume(&gv.namespace().unwrap_or_default(), &gv.name_any());
+            }
+            done
+        },
     )
     .await
 }
 
 async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
     let ns = gv.namespace().unwrap_or_default();
-    let name = gluster_volume_name(&ns, &gv.name_any());
+    let name = gv.gluster_name();
     let keep = gv.status.clone().unwrap_or_default();
     let Some(gc) = cluster_of(ctx, gv).await? else {
         let msg = format!(
@@ -72,9 +82,7 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         return Err(Error::NotReady(msg));
     };
     // Read-only: certificates are issued by the cluster reconcile alone.
-    let creds = agents::read_credentials(&ctx.client, &gc).await?;
-    let (mut agents, down) =
-        agents::discover(&ctx.client, ctx.config.agent_port, &gc, &creds).await?;
+    let (mut agents, down) = ctx.agents.discover(&ctx.client, &gc, None).await?;
     if agents.is_empty() {
         let msg = format!("no brick agent of cluster {} answers yet", gc.name_any());
         set_status(
@@ -99,6 +107,17 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
 
     // Gluster is the source of truth: an existing volume is never re-planned.
     let existing = info(&mut agents[0], &name).await?;
+    if gv.spec.existing_volume.is_some() {
+        let addresses: Vec<String> = agents.iter().map(|a| a.address.clone()).collect();
+        match adopt::check(ctx, gv, &gc, existing.as_ref(), &addresses).await {
+            Ok(()) => {}
+            Err(Error::Spec(e)) => {
+                set_status(ctx, gv, keep, &status::invalid_spec(e.to_string())).await?;
+                return Err(e.into());
+            }
+            Err(other) => return Err(other),
+        }
+    }
     match &existing {
         None => {
             if !down.is_empty() {

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::metrics::VolumeGauges;
 use gk_agent::proto::{HealthRequest, RejectedOption, VolumeRequest, VolumeStartRequest};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterCluster, GlusterVolume};
@@ -27,6 +28,39 @@ const HEAL_WAIT: Duration = Duration::from_secs(10);
 /// How long a brick agent may take to answer a health probe when gluster did not answer.
 const PROBE_WAIT: Duration = Duration::from_secs(3);
 
+/// Quota limits set by the agents that glusterd has not registered yet, over every agent
+/// that answers in time (the CSI controller may have asked any of them). Run on a task of
+/// its own after status is written, so that it never delays status.
+fn count_quota_backlog(ctx: &Context, agents: &[NodeAgent], ns: &str, volume: &str, name: &str) {
+    let clients: Vec<_> = agents.iter().map(|a| a.client.clone()).collect();
+    let (metrics, ns, volume, name) = (
+        ctx.metrics.clone(),
+        ns.to_string(),
+        volume.to_string(),
+        name.to_string(),
+    );
+    tokio::spawn(async move {
+        let pending = quota_backlog(clients, &name).await;
+        metrics.quota_backlog(&ns, &volume, pending);
+    });
+}
+
+async fn quota_backlog(
+    clients: Vec<gk_agent::proto::brick_agent_client::BrickAgentClient<tonic::transport::Channel>>,
+    name: &str,
+) -> i64 {
+    let asks = clients.into_iter().map(|mut client| {
+        let req = VolumeRequest { name: name.into() };
+        async move {
+            match tokio::time::timeout(PROBE_WAIT, client.quota_backlog(req)).await {
+                Ok(Ok(r)) => i64::from(r.into_inner().pending),
+                _ => 0,
+            }
+        }
+    });
+    futures::future::join_all(asks).await.into_iter().sum()
+}
+
 pub async fn run(
     gv: &GlusterVolume,
     ctx: &Context,
@@ -41,11 +75,23 @@ pub async fn run(
         .await?
         .ok_or_else(|| Error::NotReady(format!("volume {name} vanished")))?;
     let req = || VolumeRequest { name: name.into() };
-    let st = match tokio::time::timeout(GLUSTER_WAIT, anchor.client.volume_status(req())).await {
-        Ok(r) => Some(r.map_err(|s| Error::agent(&anchor.node, s))?.into_inner()),
+    // A refusal counts as no answer: while one glusterd waits for a peer lost without a
+    // reset, the next status of the volume is refused at once (its lock is held), and
+    // status must still say Degraded from the agents that stopped answering.
+    let (st, status_error) = match tokio::time::timeout(
+        GLUSTER_WAIT,
+        anchor.client.volume_status(req()),
+    )
+    .await
+    {
+        Ok(Ok(r)) => (Some(r.into_inner()), None),
+        Ok(Err(s)) => {
+            tracing::warn!(volume = %name, error = %s.message(), "gluster volume status failed");
+            (None, Some(s.message().to_string()))
+        }
         Err(_) => {
             tracing::warn!(volume = %name, "gluster volume status did not answer in time");
-            None
+            (None, None)
         }
     };
     // Heal counts (see `heal`): skipped when gluster's status did not answer (a node is
@@ -97,6 +143,7 @@ pub async fn run(
         name,
         volume: &vol,
         bricks: st.as_ref(),
+        status_error: status_error.as_deref(),
         previous: &previous,
         heal: heal.as_ref(),
         nodes: &nodes,
@@ -108,19 +155,19 @@ pub async fn run(
 
     let (ns, vname) = (gv.namespace().unwrap_or_default(), gv.name_any());
     let s = &outcome.status;
-    let online = s.bricks.iter().filter(|b| b.online).count() as i64;
-    ctx.metrics.volume(
-        &ns,
-        &vname,
-        online,
-        s.bricks.len() as i64,
-        s.heal_pending.unwrap_or(0),
-    );
+    let gauges = VolumeGauges {
+        bricks_online: s.bricks.iter().filter(|b| b.online).count() as i64,
+        bricks: s.bricks.len() as i64,
+        heal_pending: s.heal_pending.unwrap_or(0),
+        split_brain: s.split_brain.unwrap_or(0),
+    };
     if let Some(c) = &s.capacity {
         ctx.metrics
             .capacity(&ns, &vname, c.total_bytes, c.used_bytes);
     }
     set_status(ctx, gv, outcome.status, &outcome.conditions).await?;
+    ctx.metrics.volume(&ns, &vname, &gauges);
+    count_quota_backlog(ctx, agents, &ns, &vname, name);
 
     let anchor = &mut agents[0];
     match outcome.next {

@@ -19,6 +19,9 @@ pub struct Observed<'a> {
     /// Gluster's brick status; None when it did not answer in time (it asks every peer's
     /// glusterd, and waits for one that dropped off the network until glusterd gives it up).
     pub bricks: Option<&'a VolumeStatusResponse>,
+    /// Why gluster's brick status is missing when it answered with an error (a peer's lock
+    /// held by a transaction that waits for a lost node, say) rather than not at all.
+    pub status_error: Option<&'a str>,
     /// The status written before, for what gluster did not answer this time.
     pub previous: &'a GlusterVolumeStatus,
     /// Heal counts, for volumes that heal (replicate, arbiter, disperse) when gluster answered.
@@ -114,13 +117,16 @@ pub fn compute(o: &Observed) -> Outcome {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let unanswered = match o.status_error {
+        Some(e) => format!("gluster's volume status of {name} failed ({e})"),
+        None => format!("gluster's volume status of {name} did not answer in time"),
+    };
     let degraded: Option<(&str, String)> = if st.is_none() && online < total {
         Some((
             "BricksUnreachable",
             format!(
                 "{online} of {total} bricks reachable; the brick agents of {} do not answer and \
-                 gluster's volume status did not answer in time (a node off the network?); \
-                 check those nodes and their network",
+                 {unanswered} (a node off the network?); check those nodes and their network",
                 offline_list()
             ),
         ))
@@ -128,9 +134,8 @@ pub fn compute(o: &Observed) -> Outcome {
         Some((
             "StatusUnanswered",
             format!(
-                "gluster's volume status of {name} did not answer in time although every \
-                 brick agent answers; a glusterd may hold a transaction lock or not reach a \
-                 peer; see the brick pods' glusterd logs"
+                "{unanswered} although every brick agent answers; a glusterd may hold a \
+                 transaction lock or not reach a peer; see the brick pods' glusterd logs"
             ),
         ))
     } else if online < total {
@@ -360,6 +365,7 @@ mod tests {
         rejected: Vec<RejectedOption>,
         live: Vec<String>,
         answered: bool,
+        status_error: Option<String>,
         previous: GlusterVolumeStatus,
     }
 
@@ -375,6 +381,7 @@ mod tests {
                 rejected: vec![],
                 live: vec!["h0".into(), "h1".into(), "h2".into()],
                 answered: true,
+                status_error: None,
                 previous: GlusterVolumeStatus::default(),
             }
         }
@@ -388,6 +395,7 @@ mod tests {
                 name: "ns-v",
                 volume: &self.vol,
                 bricks: self.answered.then_some(&self.st),
+                status_error: self.status_error.as_deref(),
                 previous: &self.previous,
                 heal: self.heal.as_ref(),
                 nodes: &nodes,
@@ -485,6 +493,29 @@ mod tests {
         // Two of three unreachable: not serving.
         c.live = vec!["h0".into()];
         assert_eq!(summary(&c.run())[0], (false, "NotServing".into()));
+    }
+
+    #[test]
+    fn a_failed_status_is_judged_like_an_unanswered_one_and_says_why() {
+        // A peer's lock held by a transaction waiting for the lost node: gluster refuses
+        // at once instead of waiting; the silent agent still decides.
+        let mut c = Case::new(&[true, true, true]);
+        c.previous = c.run().status;
+        c.answered = false;
+        c.heal = None;
+        c.status_error = Some("Locking failed on h0. Please check log file for details.".into());
+        c.live = vec!["h0".into(), "h2".into()];
+        let o = c.run();
+        assert_eq!(summary(&o)[1], (true, "BricksUnreachable".into()));
+        let msg = &get(&o, "Degraded").message;
+        assert!(
+            msg.contains("h1:/b/1") && msg.contains("failed (Locking failed on h0"),
+            "{msg}"
+        );
+        c.live = vec!["h0".into(), "h1".into(), "h2".into()];
+        let o = c.run();
+        assert_eq!(summary(&o)[1], (true, "StatusUnanswered".into()));
+        assert!(get(&o, "Degraded").message.contains("failed (Locking"));
     }
 
     #[test]
