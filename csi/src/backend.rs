@@ -1,6 +1,7 @@
 //! Where the controller's volumes come from: a pool GlusterVolume's brick agent.
 
 use std::collections::HashMap;
+use std::fmt::Display;
 use std::sync::Arc;
 
 use gk_agent::proto::brick_agent_client::BrickAgentClient;
@@ -22,11 +23,17 @@ pub struct Pool {
     pub volume: String,
     /// Volfile servers: the primary first, then the backups.
     pub servers: Vec<String>,
-    /// Whether clients must mount with gluster's TLS.
+    /// Whether clients must mount with gluster's TLS (management and I/O).
     pub tls: bool,
+    /// The Secret (in the CSI driver's namespace) holding the gluster certificate clients
+    /// mount with, when it is not the one the operator issues the node plugins: a pool made
+    /// by hand has its own CA.
+    pub tls_secret: Option<String>,
     /// What the pool holds, when its resolver knows (a GlusterVolume's status); otherwise
     /// asked of the agent when needed.
     pub total_bytes: Option<u64>,
+    /// The pool's tuning profile, when its resolver knows it.
+    pub profile: Option<gk_api::crd::TuningProfile>,
 }
 
 /// Finds pools by their GlusterVolume. The production resolver reads the GlusterVolume's
@@ -129,6 +136,8 @@ pub struct Dedicated {
     /// The directory that holds the PV's data, with a quota of the PV's size (volumes made
     /// before PVs had one mount the root).
     pub subdir: Option<String>,
+    /// The volume's tuning profile (its own, or its cluster's default).
+    pub profile: Option<gk_api::crd::TuningProfile>,
 }
 
 /// The directory of a dedicated volume that holds its PV, quota'd to the PV's size.
@@ -165,7 +174,7 @@ impl PoolResolver for StaticPools {
 }
 
 /// Agent errors, with the pool named, keeping the agent's code (AlreadyExists, NotFound, …).
-pub fn agent_status(pool: &ObjectKey, s: Status) -> Status {
+pub fn agent_status(pool: &(dyn Display + Sync), s: Status) -> Status {
     let code = match s.code() {
         Code::Unknown | Code::Internal => Code::Unavailable,
         c => c,
@@ -175,7 +184,7 @@ pub fn agent_status(pool: &ObjectKey, s: Status) -> Status {
 
 impl Pool {
     /// What the pool holds in all: no volume on it can ever be larger.
-    pub async fn capacity(&mut self, pool: &ObjectKey) -> Result<u64, Status> {
+    pub async fn capacity(&mut self, pool: &(dyn Display + Sync)) -> Result<u64, Status> {
         if let Some(t) = self.total_bytes.filter(|t| *t > 0) {
             return Ok(t);
         }
@@ -203,7 +212,11 @@ impl Pool {
 
     /// Refuses a volume of `bytes` that the pool can never hold (OUT_OF_RANGE, as the CSI
     /// spec asks of sizes the plugin cannot provide).
-    pub async fn check_fits(&mut self, pool: &ObjectKey, bytes: u64) -> Result<(), Status> {
+    pub async fn check_fits(
+        &mut self,
+        pool: &(dyn Display + Sync),
+        bytes: u64,
+    ) -> Result<(), Status> {
         let total = self.capacity(pool).await?;
         if bytes > total {
             return Err(Status::out_of_range(format!(
@@ -216,7 +229,7 @@ impl Pool {
 
     pub async fn create_dir(
         &mut self,
-        pool: &ObjectKey,
+        pool: &(dyn Display + Sync),
         dir: &str,
         bytes: u64,
     ) -> Result<(), Status> {
@@ -233,7 +246,7 @@ impl Pool {
 
     pub async fn expand_dir(
         &mut self,
-        pool: &ObjectKey,
+        pool: &(dyn Display + Sync),
         dir: &str,
         bytes: u64,
     ) -> Result<(), Status> {
@@ -248,7 +261,11 @@ impl Pool {
             .map_err(|s| agent_status(pool, s))
     }
 
-    pub async fn delete_dir(&mut self, pool: &ObjectKey, dir: &str) -> Result<(), Status> {
+    pub async fn delete_dir(
+        &mut self,
+        pool: &(dyn Display + Sync),
+        dir: &str,
+    ) -> Result<(), Status> {
         self.agent
             .subdir_delete(SubdirDeleteRequest {
                 volume: self.volume.clone(),
@@ -260,7 +277,11 @@ impl Pool {
     }
 
     /// The limit of one directory of the pool; None when it does not exist or has no limit.
-    pub async fn limit_of(&mut self, pool: &ObjectKey, dir: &str) -> Result<Option<u64>, Status> {
+    pub async fn limit_of(
+        &mut self,
+        pool: &(dyn Display + Sync),
+        dir: &str,
+    ) -> Result<Option<u64>, Status> {
         match self
             .agent
             .subdir_get(SubdirGetRequest {
@@ -279,7 +300,7 @@ impl Pool {
     /// the snapshot comes back not ready while it still runs.
     pub async fn snapshot_create(
         &mut self,
-        pool: &ObjectKey,
+        pool: &(dyn Display + Sync),
         name: &str,
         dir: &str,
         wait_seconds: u32,
@@ -301,7 +322,7 @@ impl Pool {
     /// The snapshot `name`; None when it does not exist.
     pub async fn snapshot(
         &mut self,
-        pool: &ObjectKey,
+        pool: &(dyn Display + Sync),
         name: &str,
     ) -> Result<Option<Snapshot>, Status> {
         match self
@@ -318,7 +339,11 @@ impl Pool {
         }
     }
 
-    pub async fn snapshot_delete(&mut self, pool: &ObjectKey, name: &str) -> Result<(), Status> {
+    pub async fn snapshot_delete(
+        &mut self,
+        pool: &(dyn Display + Sync),
+        name: &str,
+    ) -> Result<(), Status> {
         self.agent
             .snapshot_delete(SnapshotRequest {
                 volume: self.volume.clone(),
@@ -330,7 +355,10 @@ impl Pool {
     }
 
     /// The pool's complete snapshots, by name.
-    pub async fn snapshots(&mut self, pool: &ObjectKey) -> Result<Vec<Snapshot>, Status> {
+    pub async fn snapshots(
+        &mut self,
+        pool: &(dyn Display + Sync),
+    ) -> Result<Vec<Snapshot>, Status> {
         self.agent
             .snapshot_list(VolumeRequest {
                 name: self.volume.clone(),
@@ -344,7 +372,7 @@ impl Pool {
     /// directory of the pool. False while the copy still runs.
     pub async fn fill_dir(
         &mut self,
-        pool: &ObjectKey,
+        pool: &(dyn Display + Sync),
         dir: &str,
         from: &Source,
         wait_seconds: u32,
@@ -366,7 +394,7 @@ impl Pool {
     }
 
     /// The pool's top-level directories that carry a limit, as the agent reads them.
-    async fn limited(&mut self, pool: &ObjectKey) -> Result<Vec<QuotaEntry>, Status> {
+    async fn limited(&mut self, pool: &(dyn Display + Sync)) -> Result<Vec<QuotaEntry>, Status> {
         self.agent
             .subdir_list(VolumeRequest {
                 name: self.volume.clone(),
@@ -377,7 +405,10 @@ impl Pool {
     }
 
     /// Directories with a limit, and the limit in bytes.
-    pub async fn dirs(&mut self, pool: &ObjectKey) -> Result<Vec<(String, u64)>, Status> {
+    pub async fn dirs(
+        &mut self,
+        pool: &(dyn Display + Sync),
+    ) -> Result<Vec<(String, u64)>, Status> {
         Ok(self
             .limited(pool)
             .await?
@@ -392,7 +423,7 @@ impl Pool {
 
     /// Bytes that new volumes can still promise: the pool's free space less what existing
     /// volumes may still grow into.
-    pub async fn free_bytes(&mut self, pool: &ObjectKey) -> Result<u64, Status> {
+    pub async fn free_bytes(&mut self, pool: &(dyn Display + Sync)) -> Result<u64, Status> {
         let status = self
             .agent
             .volume_status(VolumeRequest {

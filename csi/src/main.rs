@@ -5,8 +5,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use gk_csi::controller::ControllerService;
+use gk_csi::external::ExternalPools;
 use gk_csi::identity::IdentityService;
 use gk_csi::kube_pools::KubePools;
+use gk_csi::metrics::Metrics;
 use gk_csi::mount::Mounter;
 use gk_csi::node::NodeService;
 use gk_csi::server::Services;
@@ -63,7 +65,8 @@ struct Cli {
         default_value = "mount-pods"
     )]
     fuse_clients: FuseClients,
-    /// The node plugin's namespace: mount pods run there, beside the client certificate.
+    /// The driver's namespace: the node plugin's mount pods run there, beside the client
+    /// certificate; the controller reads external pools' Secrets there.
     #[arg(long, env = "POD_NAMESPACE", default_value = "glusterkube-system")]
     namespace: String,
     /// The image of new mount pods (the gluster client version of volumes staged from now on).
@@ -98,6 +101,15 @@ struct Cli {
     /// The brick agents' port.
     #[arg(long, default_value_t = 24050)]
     agent_port: u16,
+    /// Where /metrics is served (RPC counts, errors and durations; mounts repaired), as
+    /// ADDRESS:PORT; empty for nowhere.
+    #[arg(long, env = "GK_METRICS_ADDR", default_value = "")]
+    metrics_addr: String,
+    /// Size in MiB at which each gluster client log in the state directory is rotated (one
+    /// older copy is kept).
+    #[arg(long, env = "GK_LOG_MAX_MIB", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..=10240))]
+    log_max_mib: u64,
 }
 
 #[tokio::main]
@@ -122,16 +134,37 @@ async fn main() -> anyhow::Result<()> {
     );
     let listener =
         gk_csi::server::bind(&path).with_context(|| format!("binding {}", path.display()))?;
+    let metrics = Arc::new(Metrics::default());
+    if !cli.metrics_addr.is_empty() {
+        let addr: std::net::SocketAddr = cli
+            .metrics_addr
+            .parse()
+            .context("--metrics-addr (GK_METRICS_ADDR) must be ADDRESS:PORT")?;
+        let metrics_listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr} for /metrics"))?;
+        let served = metrics.clone();
+        tokio::spawn(async move {
+            if let Err(e) = gk_csi::metrics::serve(served, metrics_listener).await {
+                tracing::error!(error = %e, "serving /metrics stopped");
+            }
+        });
+    }
     let services = match cli.mode {
         Mode::Controller => {
             let client = kube::Client::try_default()
                 .await
                 .context("connecting to the Kubernetes API")?;
-            let pools = KubePools::new(client, cli.agent_port);
+            let pools = KubePools::new(client.clone(), cli.agent_port);
+            // Pools made by hand are described by Secrets in this namespace.
+            let external = ExternalPools::new(client, cli.namespace.clone());
             Services {
                 identity: IdentityService::new(true, Arc::new(AtomicBool::new(true))),
-                controller: Some(Arc::new(ControllerService::new(pools))),
+                controller: Some(Arc::new(
+                    ControllerService::new(pools).with_external(external),
+                )),
                 node: None,
+                metrics,
             }
         }
         Mode::Mount => unreachable!("handled above"),
@@ -141,13 +174,24 @@ async fn main() -> anyhow::Result<()> {
                 "--node-id (or NODE_NAME) is required in node mode"
             );
             let node = Arc::new(node_service(&cli).await?);
+            // The gluster clients' logs (the mount pods write theirs here too).
+            tokio::spawn(gk_gluster::cap_logs_forever(
+                vec![gk_gluster::LogDir {
+                    path: cli.state_dir.clone(),
+                    recurse: false,
+                }],
+                cli.log_max_mib << 20,
+                std::time::Duration::from_secs(60),
+            ));
             // Not ready until mounts a previous plugin instance left are checked and repaired.
             node.ready.store(false, Ordering::Relaxed);
             let repairing = node.clone();
+            let counted = metrics.clone();
             let every = std::time::Duration::from_secs(cli.repair_interval_seconds);
             tokio::spawn(async move {
                 loop {
                     let repair = repairing.recover().await;
+                    counted.repairs(repair.volumes.len(), repair.failed.len());
                     if !repair.volumes.is_empty() || !repair.failed.is_empty() {
                         tracing::warn!(
                             volumes = ?repair.volumes,
@@ -166,6 +210,7 @@ async fn main() -> anyhow::Result<()> {
                     .with_liveness(Arc::new(move || checked.self_check())),
                 controller: None,
                 node: Some(node),
+                metrics,
             }
         }
     };

@@ -2,65 +2,18 @@
 
 use std::collections::HashMap;
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {field}: {reason}")]
-pub struct ParamError {
-    pub field: String,
-    pub reason: String,
-}
+pub use gk_api::volume_id::{valid_dir, ObjectKey, ParamError, PoolKey, SnapshotId, VolumeId};
 
 fn bad(field: impl Into<String>, reason: impl Into<String>) -> ParamError {
-    ParamError {
-        field: field.into(),
-        reason: reason.into(),
-    }
-}
-
-/// A namespaced reference written `namespace/name`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ObjectKey {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ObjectKey {
-    pub fn parse(field: &str, s: &str) -> Result<Self, ParamError> {
-        let (ns, name) = s
-            .split_once('/')
-            .ok_or_else(|| bad(field, format!("{s:?} must be namespace/name")))?;
-        for part in [ns, name] {
-            let ok = !part.is_empty()
-                && part.len() <= 253
-                && part
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-                && !part.starts_with(['-', '.'])
-                && !part.ends_with(['-', '.']);
-            if !ok {
-                return Err(bad(
-                    field,
-                    format!("{s:?}: {part:?} is not a Kubernetes name"),
-                ));
-            }
-        }
-        Ok(Self {
-            namespace: ns.into(),
-            name: name.into(),
-        })
-    }
-}
-
-impl std::fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
+    ParamError::new(field, reason)
 }
 
 /// How a StorageClass provisions volumes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Provisioning {
-    /// A quota'd directory on the pool GlusterVolume.
-    Subdir { pool: ObjectKey },
+    /// A quota'd directory on the pool: a GlusterVolume (mode subdir), or a gluster volume
+    /// made by hand that a Secret describes (mode external).
+    Subdir { pool: PoolKey },
     /// A GlusterVolume of its own on the named cluster.
     Dedicated {
         cluster: ObjectKey,
@@ -128,12 +81,12 @@ impl Provisioning {
         ];
         let mode = params.get("mode").map(String::as_str).unwrap_or("subdir");
         let known: &[&str] = match mode {
-            "subdir" => &known_subdir,
+            "subdir" | "external" => &known_subdir,
             "dedicated" => &known_dedicated,
             other => {
                 return Err(bad(
                     "parameters.mode",
-                    format!("{other:?} is not a mode; use subdir or dedicated"),
+                    format!("{other:?} is not a mode; use subdir, external or dedicated"),
                 ))
             }
         };
@@ -160,7 +113,19 @@ impl Provisioning {
                     )
                 })?;
                 Ok(Self::Subdir {
-                    pool: ObjectKey::parse("parameters.pool", pool)?,
+                    pool: PoolKey::Volume(ObjectKey::parse("parameters.pool", pool)?),
+                })
+            }
+            "external" => {
+                let pool = get("pool").ok_or_else(|| {
+                    bad(
+                        "parameters.pool",
+                        "is required: the Secret describing the pool made by hand, as \
+                         namespace/name (in the CSI driver's namespace)",
+                    )
+                })?;
+                Ok(Self::Subdir {
+                    pool: PoolKey::External(ObjectKey::parse("parameters.pool", pool)?),
                 })
             }
             _ => {
@@ -226,10 +191,14 @@ impl Provisioning {
                 }
                 let profile = get("profile").map(str::to_string);
                 if let Some(p) = &profile {
-                    if p != "Tuned" && p != "GlusterDefaults" {
+                    if gk_api::crd::TuningProfile::parse(p).is_none() {
+                        let names: Vec<&str> = gk_api::crd::TuningProfile::ALL
+                            .iter()
+                            .map(|p| p.name())
+                            .collect();
                         return Err(bad(
                             "parameters.profile",
-                            format!("{p:?} is not Tuned or GlusterDefaults"),
+                            format!("{p:?} is not one of {}", names.join(", ")),
                         ));
                     }
                 }
@@ -329,99 +298,6 @@ pub fn subdir_for(name: &str, params: &HashMap<String, String>) -> Result<String
     Ok(dir)
 }
 
-/// A volume ID: everything later calls need, with no lookup.
-///
-/// - `subdir/<pool namespace>/<pool name>/<directory>`
-/// - `dedicated/<namespace>/<GlusterVolume name>`
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum VolumeId {
-    Subdir { pool: ObjectKey, dir: String },
-    Dedicated { volume: ObjectKey },
-}
-
-impl VolumeId {
-    pub fn parse(s: &str) -> Result<Self, ParamError> {
-        let parts: Vec<&str> = s.split('/').collect();
-        match parts.as_slice() {
-            ["subdir", ns, name, dir] => {
-                let pool = ObjectKey::parse("volume_id", &format!("{ns}/{name}"))?;
-                if !valid_dir(dir) {
-                    return Err(bad(
-                        "volume_id",
-                        format!("{dir:?} is not a volume directory"),
-                    ));
-                }
-                Ok(Self::Subdir {
-                    pool,
-                    dir: dir.to_string(),
-                })
-            }
-            ["dedicated", ns, name] => Ok(Self::Dedicated {
-                volume: ObjectKey::parse("volume_id", &format!("{ns}/{name}"))?,
-            }),
-            _ => Err(bad(
-                "volume_id",
-                format!("{s:?} is not a volume ID of this driver"),
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for VolumeId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Subdir { pool, dir } => {
-                write!(f, "subdir/{}/{}/{dir}", pool.namespace, pool.name)
-            }
-            Self::Dedicated { volume } => {
-                write!(f, "dedicated/{}/{}", volume.namespace, volume.name)
-            }
-        }
-    }
-}
-
-/// A snapshot of a subdirectory volume: its pool and its name there.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotId {
-    pub pool: ObjectKey,
-    pub name: String,
-}
-
-impl SnapshotId {
-    pub fn parse(s: &str) -> Result<Self, ParamError> {
-        match s.split('/').collect::<Vec<_>>().as_slice() {
-            ["snapshot", ns, pool, name] if valid_dir(name) => Ok(Self {
-                pool: ObjectKey::parse("snapshot_id", &format!("{ns}/{pool}"))?,
-                name: name.to_string(),
-            }),
-            _ => Err(bad(
-                "snapshot_id",
-                format!("{s:?} is not a snapshot ID of this driver"),
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for SnapshotId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "snapshot/{}/{}/{}",
-            self.pool.namespace, self.pool.name, self.name
-        )
-    }
-}
-
-/// A directory or snapshot name: plain, and not beginning with a dot (the pool's own
-/// directories do, such as its snapshots').
-fn valid_dir(d: &str) -> bool {
-    !d.is_empty()
-        && d.len() <= 200
-        && !d.starts_with('.')
-        && d.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
 /// The directory (or GlusterVolume) name for a CSI volume name: the name itself when it is
 /// safe, which it is for the external-provisioner's `pvc-<uuid>`; otherwise a hash of it.
 pub fn dir_for_name(name: &str) -> Result<String, ParamError> {
@@ -471,12 +347,40 @@ mod tests {
         assert_eq!(
             got,
             Provisioning::Subdir {
-                pool: ObjectKey {
+                pool: PoolKey::Volume(ObjectKey {
                     namespace: "storage".into(),
                     name: "pool".into()
-                }
+                })
             }
         );
+        let external = Provisioning::from_parameters(&p(&[
+            ("mode", "external"),
+            ("pool", "glusterkube-system/legacy"),
+            ("subDir", "${pv.metadata.name}"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            external,
+            Provisioning::Subdir {
+                pool: PoolKey::External(ObjectKey {
+                    namespace: "glusterkube-system".into(),
+                    name: "legacy".into()
+                })
+            }
+        );
+        for (params, named) in [
+            (vec![("mode", "external")], "parameters.pool"),
+            (
+                vec![("mode", "external"), ("pool", "legacy")],
+                "parameters.pool",
+            ),
+            (
+                vec![("mode", "external"), ("pool", "s/p"), ("cluster", "s/c")],
+                "parameters.cluster",
+            ),
+        ] {
+            assert_eq!(field(Provisioning::from_parameters(&p(&params))), named);
+        }
     }
 
     #[test]
@@ -567,14 +471,26 @@ mod tests {
 
     #[test]
     fn snapshot_ids_round_trip_and_hidden_dirs_are_refused() {
-        let id = SnapshotId {
-            pool: ObjectKey {
-                namespace: "ns".into(),
-                name: "pool".into(),
-            },
-            name: "snapshot-1".into(),
+        let key = ObjectKey {
+            namespace: "ns".into(),
+            name: "pool".into(),
         };
-        assert_eq!(SnapshotId::parse(&id.to_string()).unwrap(), id);
+        for pool in [PoolKey::Volume(key.clone()), PoolKey::External(key)] {
+            let id = SnapshotId {
+                pool,
+                name: "snapshot-1".into(),
+            };
+            assert_eq!(SnapshotId::parse(&id.to_string()).unwrap(), id);
+        }
+        assert_eq!(
+            SnapshotId::parse("external-snapshot/ns/pool/s")
+                .unwrap()
+                .pool,
+            PoolKey::External(ObjectKey {
+                namespace: "ns".into(),
+                name: "pool".into()
+            })
+        );
         for bad in [
             "snapshot/ns/pool/.glusterkube-snapshots",
             "snapshot/ns/pool",
@@ -632,7 +548,11 @@ mod tests {
 
     #[test]
     fn volume_ids_round_trip_and_refuse_garbage() {
-        for s in ["subdir/storage/pool/pvc-1234", "dedicated/team-a/pvc-9"] {
+        for s in [
+            "subdir/storage/pool/pvc-1234",
+            "external/glusterkube-system/legacy/pvc-1",
+            "dedicated/team-a/pvc-9",
+        ] {
             assert_eq!(VolumeId::parse(s).unwrap().to_string(), s);
         }
         for bad in [
@@ -691,6 +611,8 @@ mod tests {
                 let s = format!("subdir/{ns}/{name}/{dir}");
                 let id = VolumeId::parse(&s).unwrap();
                 prop_assert_eq!(id.to_string(), s);
+                let s = format!("external/{ns}/{name}/{dir}");
+                prop_assert_eq!(VolumeId::parse(&s).unwrap().to_string(), s);
                 let s = format!("dedicated/{ns}/{name}");
                 prop_assert_eq!(VolumeId::parse(&s).unwrap().to_string(), s);
             }

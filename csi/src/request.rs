@@ -1,6 +1,7 @@
 //! Checking what a CSI request carries before anything acts on it: every field from outside
 //! is validated here, and a refusal names the field.
 
+use gk_api::crd::TuningProfile;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -9,7 +10,6 @@ use csi_proto::v1 as csi;
 use tonic::Status;
 
 use crate::mount::{self, MountSource};
-use crate::params::ObjectKey;
 
 /// The size of a volume whose request names none.
 pub const DEFAULT_SIZE: u64 = 1 << 30;
@@ -117,21 +117,93 @@ pub fn page<T: Clone>(
     Ok((all[start..end].to_vec(), next))
 }
 
+/// The volume context of a PV: where the node plugin mounts it from. `tls_secret` names the
+/// Secret holding the gluster certificate clients present, when the pool has a CA of its own
+/// (a pool made by hand); `profile` is the volume's tuning profile when known (it may ask for
+/// mount options on single-node volumes).
 pub fn volume_context(
-    pool: &ObjectKey,
+    pool: &(dyn std::fmt::Display + Sync),
     volume: &str,
     servers: &[String],
     dir: &str,
     tls: bool,
+    tls_secret: Option<&str>,
+    profile: Option<TuningProfile>,
 ) -> HashMap<String, String> {
-    HashMap::from([
+    let mut ctx = HashMap::from([
         ("pool".to_string(), pool.to_string()),
         ("glusterVolume".to_string(), volume.to_string()),
         ("servers".to_string(), servers.join(",")),
         ("subdir".to_string(), dir.to_string()),
         ("tls".to_string(), tls.to_string()),
-    ])
+    ]);
+    if let Some(s) = tls_secret {
+        ctx.insert(TLS_SECRET_KEY.to_string(), s.to_string());
+    }
+    if let Some(p) = profile {
+        ctx.insert("profile".to_string(), p.name().to_string());
+    }
+    ctx
 }
+
+/// Whether the capability publishes the volume to one node only.
+fn single_node(cap: &csi::VolumeCapability) -> bool {
+    use csi::volume_capability::access_mode::Mode;
+    cap.access_mode.as_ref().is_some_and(|m| {
+        matches!(
+            Mode::try_from(m.mode),
+            Ok(Mode::SingleNodeWriter
+                | Mode::SingleNodeReaderOnly
+                | Mode::SingleNodeSingleWriter
+                | Mode::SingleNodeMultiWriter)
+        )
+    })
+}
+
+/// The mount options a volume's profile asks for with this capability, beyond the ones the
+/// StorageClass gave (`given`, which win: an option already there is not added again).
+/// Volumes made before profiles were recorded have no profile in their context, and get none.
+pub fn profile_mount_flags(
+    ctx: &HashMap<String, String>,
+    cap: &csi::VolumeCapability,
+    given: &[String],
+) -> Result<Vec<String>, Status> {
+    let Some(name) = ctx.get("profile") else {
+        return Ok(Vec::new());
+    };
+    let profile = TuningProfile::parse(name).ok_or_else(|| {
+        invalid(
+            "volume_context.profile",
+            format!("{name:?} is not a tuning profile this driver knows"),
+        )
+    })?;
+    if !single_node(cap) {
+        return Ok(Vec::new());
+    }
+    let key = |f: &str| f.split('=').next().unwrap_or(f).to_string();
+    Ok(profile
+        .single_node_mount_options()
+        .iter()
+        .filter(|o| !given.iter().any(|g| key(g) == key(o)))
+        .map(|o| o.to_string())
+        .collect())
+}
+
+/// The volume context key naming the Secret with a pool's own gluster certificate.
+pub const TLS_SECRET_KEY: &str = "tlsSecret";
+
+/// The keys of a volume context this driver reads. A static PV's `volumeAttributes` are
+/// written by people, so a key that is none of these (a typo such as `server`) is refused;
+/// keys with a `/` are the CO's own (the provisioner adds
+/// `storage.kubernetes.io/csiProvisionerIdentity`).
+const CONTEXT_KEYS: [&str; 6] = [
+    "pool",
+    "glusterVolume",
+    "servers",
+    "subdir",
+    "tls",
+    TLS_SECRET_KEY,
+];
 
 /// Whether the volume context asks for gluster's TLS; volumes made before TLS existed have no
 /// such key and mount without it.
@@ -146,17 +218,56 @@ pub fn context_tls(ctx: &HashMap<String, String>) -> Result<bool, Status> {
     }
 }
 
+/// The Secret with the pool's own gluster certificate, when the context names one.
+pub fn context_tls_secret(ctx: &HashMap<String, String>) -> Result<Option<String>, Status> {
+    ctx.get(TLS_SECRET_KEY)
+        .map(|s| {
+            gk_api::names::secret_name(s)
+                .map_err(|e| invalid(&format!("volume_context.{TLS_SECRET_KEY}"), e))
+        })
+        .transpose()
+}
+
 pub fn mount_source(ctx: &HashMap<String, String>) -> Result<MountSource, Status> {
+    let mut keys: Vec<&String> = ctx.keys().collect();
+    keys.sort();
+    if let Some(k) = keys
+        .into_iter()
+        .find(|k| !k.contains('/') && !CONTEXT_KEYS.contains(&k.as_str()))
+    {
+        return Err(invalid(
+            &format!("volume_context.{k}"),
+            format!(
+                "is not a key of this driver; known: {}",
+                CONTEXT_KEYS.join(", ")
+            ),
+        ));
+    }
     let get = |k: &str| {
         ctx.get(k)
             .filter(|v| !v.is_empty())
             .ok_or_else(|| invalid(&format!("volume_context.{k}"), "is required"))
     };
-    Ok(MountSource {
+    let source = MountSource {
         servers: get("servers")?.split(',').map(str::to_string).collect(),
         volume: get("glusterVolume")?.clone(),
         subdir: ctx.get("subdir").filter(|s| !s.is_empty()).cloned(),
-    })
+    };
+    // Checked here, so a static PV's mistakes are named before anything is mounted.
+    source.spec().map_err(|e| match e {
+        mount::MountError::Invalid { field, reason } => invalid(
+            &format!(
+                "volume_context.{}",
+                match field {
+                    "volume" => "glusterVolume",
+                    other => other,
+                }
+            ),
+            reason,
+        ),
+        other => Status::invalid_argument(other.to_string()),
+    })?;
+    Ok(source)
 }
 
 pub fn mount_flags(cap: Option<&csi::VolumeCapability>) -> Result<Vec<String>, Status> {
@@ -282,6 +393,68 @@ pub fn mount_err(e: mount::MountError) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cap(mode: csi::volume_capability::access_mode::Mode) -> csi::VolumeCapability {
+        csi::VolumeCapability {
+            access_type: Some(csi::volume_capability::AccessType::Mount(Default::default())),
+            access_mode: Some(csi::volume_capability::AccessMode { mode: mode as i32 }),
+        }
+    }
+
+    #[test]
+    fn a_profile_adds_mount_options_only_on_single_node_volumes() {
+        use csi::volume_capability::access_mode::Mode;
+        let key = crate::params::ObjectKey {
+            namespace: "ns".into(),
+            name: "pv".into(),
+        };
+        let servers = ["a".to_string()];
+        let db = volume_context(
+            &key,
+            "v",
+            &servers,
+            "pv",
+            true,
+            None,
+            Some(TuningProfile::Database),
+        );
+        assert_eq!(db["profile"], "Database");
+        let rwo = profile_mount_flags(&db, &cap(Mode::SingleNodeWriter), &[]).unwrap();
+        assert_eq!(rwo, ["kernel-writeback-cache=yes"]);
+        let rwop = profile_mount_flags(&db, &cap(Mode::SingleNodeSingleWriter), &[]).unwrap();
+        assert_eq!(rwop, rwo);
+        // Shared volumes: another node would read what this node's kernel still holds.
+        let rwx = profile_mount_flags(&db, &cap(Mode::MultiNodeMultiWriter), &[]).unwrap();
+        assert!(rwx.is_empty(), "{rwx:?}");
+        // The StorageClass's own choice wins.
+        let given = ["kernel-writeback-cache=no".to_string()];
+        let kept = profile_mount_flags(&db, &cap(Mode::SingleNodeWriter), &given).unwrap();
+        assert!(kept.is_empty(), "{kept:?}");
+        // Profiles without mount options, and contexts from before profiles were recorded.
+        let tuned = volume_context(
+            &key,
+            "v",
+            &servers,
+            "pv",
+            true,
+            None,
+            Some(TuningProfile::Tuned),
+        );
+        assert!(
+            profile_mount_flags(&tuned, &cap(Mode::SingleNodeWriter), &[])
+                .unwrap()
+                .is_empty()
+        );
+        let old = volume_context(&key, "v", &servers, "pv", true, None, None);
+        assert!(!old.contains_key("profile"));
+        assert!(profile_mount_flags(&old, &cap(Mode::SingleNodeWriter), &[])
+            .unwrap()
+            .is_empty());
+        let mut bad = db.clone();
+        bad.insert("profile".into(), "Fast".into());
+        let e = profile_mount_flags(&bad, &cap(Mode::SingleNodeWriter), &[]).unwrap_err();
+        assert!(e.message().contains("volume_context.profile"), "{e:?}");
+    }
 
     mod fuzz {
         use super::*;

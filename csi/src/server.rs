@@ -12,6 +12,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use crate::backend::PoolResolver;
 use crate::controller::ControllerService;
 use crate::identity::IdentityService;
+use crate::metrics::{Metrics, RpcMetricsLayer};
 use crate::node::NodeService;
 
 #[derive(Debug, thiserror::Error)]
@@ -67,11 +68,12 @@ pub fn bind(path: &Path) -> Result<UnixListener, ServeError> {
 }
 
 /// The services one plugin process serves: Identity always, and the Controller and Node
-/// services of its mode.
+/// services of its mode; every RPC is counted in `metrics`.
 pub struct Services<P> {
     pub identity: IdentityService,
     pub controller: Option<std::sync::Arc<ControllerService<P>>>,
     pub node: Option<std::sync::Arc<NodeService>>,
+    pub metrics: std::sync::Arc<Metrics>,
 }
 
 /// Serves `services` until `shutdown`.
@@ -81,6 +83,7 @@ pub async fn serve<P: PoolResolver>(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let router = tonic::transport::Server::builder()
+        .layer(RpcMetricsLayer(services.metrics))
         .add_service(IdentityServer::new(services.identity))
         .add_optional_service(services.controller.map(ControllerServer::from_arc))
         .add_optional_service(services.node.map(NodeServer::from_arc));

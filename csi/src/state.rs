@@ -17,6 +17,10 @@ pub struct StagedVolume {
     /// Mounted with gluster's TLS (absent in records of older plugins: false).
     #[serde(default)]
     pub tls: bool,
+    /// The Secret holding the pool's own gluster certificate (a pool made by hand), instead
+    /// of the one the operator issues the node plugins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_secret: Option<String>,
     /// The mount pod that runs the volume's gluster client, when one does (absent: the
     /// plugin runs it itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,6 +125,7 @@ mod tests {
             subdir: Some("pvc-1".into()),
             flags: vec![],
             tls: true,
+            tls_secret: Some("legacy-pool".into()),
             mount_pod: None,
             targets: vec![Published {
                 path: "/t".into(),

@@ -21,7 +21,7 @@ impl<P: PoolResolver> ControllerService<P> {
         }
         // Without parameters: the largest volume any pool can still take.
         let pools = if req.parameters.is_empty() {
-            self.pools.pools().await?
+            self.all_pools().await?
         } else {
             match Provisioning::from_parameters(&req.parameters).map_err(param_status)? {
                 Provisioning::Subdir { pool } => vec![pool],
@@ -37,7 +37,7 @@ impl<P: PoolResolver> ControllerService<P> {
         };
         let mut free = 0;
         for pool in &pools {
-            let mut p = self.pools.resolve(pool).await?;
+            let mut p = self.resolve(pool).await?;
             free = free.max(p.free_bytes(pool).await?);
         }
         Ok(Response::new(csi::GetCapacityResponse {

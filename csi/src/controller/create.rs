@@ -13,7 +13,7 @@ use super::snapshot::DEDICATED_REFUSAL;
 use super::{ControllerService, Reply};
 use crate::backend::{PoolResolver, Source, DEDICATED_DIR};
 use crate::params::{
-    claim_of, dir_for_name, subdir_for, ObjectKey, Provisioning, SnapshotId, VolumeId,
+    claim_of, dir_for_name, subdir_for, ObjectKey, PoolKey, Provisioning, SnapshotId, VolumeId,
 };
 use crate::request::{check_capabilities, invalid, param_status, required_bytes, volume_context};
 
@@ -59,7 +59,15 @@ impl<P: PoolResolver> ControllerService<P> {
                 // the PV's size and a write past it fails, as on a subdirectory PV.
                 let mut pool = self.pools.resolve(&key).await?;
                 pool.create_dir(&key, DEDICATED_DIR, bytes).await?;
-                let ctx = volume_context(&key, &d.volume, &d.servers, DEDICATED_DIR, d.tls);
+                let ctx = volume_context(
+                    &key,
+                    &d.volume,
+                    &d.servers,
+                    DEDICATED_DIR,
+                    d.tls,
+                    None,
+                    d.profile,
+                );
                 return Ok(Response::new(csi::CreateVolumeResponse {
                     volume: Some(csi::Volume {
                         capacity_bytes: bytes as i64,
@@ -78,7 +86,7 @@ impl<P: PoolResolver> ControllerService<P> {
         };
         let _guard = self.locks.try_lock(&id.to_string())?;
         tracing::info!(name = %req.name, volume_id = %id, bytes, "CreateVolume");
-        let mut pool = self.pools.resolve(&pool_key).await?;
+        let mut pool = self.resolve(&pool_key).await?;
         let fill = match &source {
             Some((from_pool, from)) => {
                 let need = self
@@ -123,6 +131,8 @@ impl<P: PoolResolver> ControllerService<P> {
                     &pool.servers,
                     &dir,
                     pool.tls,
+                    pool.tls_secret.as_deref(),
+                    pool.profile,
                 ),
                 content_source: content,
                 accessible_topology: vec![],
@@ -135,8 +145,8 @@ impl<P: PoolResolver> ControllerService<P> {
     async fn source_bytes(
         &self,
         pool: &mut crate::backend::Pool,
-        from_pool: &ObjectKey,
-        pool_key: &ObjectKey,
+        from_pool: &PoolKey,
+        pool_key: &PoolKey,
         from: &Source,
     ) -> Result<u64, Status> {
         if from_pool != pool_key {
@@ -172,7 +182,7 @@ impl<P: PoolResolver> ControllerService<P> {
 /// exist, so they are NotFound, as the CSI spec asks.
 fn content_source(
     src: Option<&csi::VolumeContentSource>,
-) -> Result<Option<(ObjectKey, Source)>, Status> {
+) -> Result<Option<(PoolKey, Source)>, Status> {
     use csi::volume_content_source::Type;
     let Some(src) = src else { return Ok(None) };
     match &src.r#type {

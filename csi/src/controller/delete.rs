@@ -25,7 +25,7 @@ impl<P: PoolResolver> ControllerService<P> {
         tracing::info!(volume_id = %id, "DeleteVolume");
         match id {
             VolumeId::Subdir { pool, dir } => {
-                let mut p = match self.pools.resolve(&pool).await {
+                let mut p = match self.resolve(&pool).await {
                     Ok(p) => p,
                     Err(s) if s.code() == tonic::Code::NotFound => {
                         return Ok(Response::new(csi::DeleteVolumeResponse {}))

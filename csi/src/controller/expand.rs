@@ -41,7 +41,7 @@ impl<P: PoolResolver> ControllerService<P> {
                 }));
             }
         };
-        let mut p = self.pools.resolve(pool).await?;
+        let mut p = self.resolve(pool).await?;
         let current = p.limit_of(pool, dir).await?;
         let Some(current) = current else {
             return Err(Status::not_found(format!("volume {id} does not exist")));

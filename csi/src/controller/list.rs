@@ -15,8 +15,8 @@ impl<P: PoolResolver> ControllerService<P> {
     ) -> Reply<csi::ListVolumesResponse> {
         let req = req.into_inner();
         let mut all = Vec::new();
-        for key in self.pools.pools().await? {
-            let mut p = self.pools.resolve(&key).await?;
+        for key in self.all_pools().await? {
+            let mut p = self.resolve(&key).await?;
             let mut dirs = p.dirs(&key).await?;
             dirs.sort();
             for (dir, bytes) in dirs {
@@ -27,7 +27,15 @@ impl<P: PoolResolver> ControllerService<P> {
                         dir: dir.clone(),
                     }
                     .to_string(),
-                    volume_context: volume_context(&key, &p.volume, &p.servers, &dir, p.tls),
+                    volume_context: volume_context(
+                        &key,
+                        &p.volume,
+                        &p.servers,
+                        &dir,
+                        p.tls,
+                        p.tls_secret.as_deref(),
+                        p.profile,
+                    ),
                     content_source: None,
                     accessible_topology: vec![],
                 });
@@ -46,6 +54,8 @@ impl<P: PoolResolver> ControllerService<P> {
                     &d.servers,
                     d.subdir.as_deref().unwrap_or(""),
                     d.tls,
+                    None,
+                    d.profile,
                 ),
                 content_source: None,
                 accessible_topology: vec![],

@@ -14,13 +14,18 @@ use csi::controller_service_capability::rpc::Type as CtrlCap;
 use csi_proto::v1 as csi;
 use tonic::{Request, Response, Status};
 
-use crate::backend::PoolResolver;
+use crate::backend::{Pool, PoolResolver};
+use crate::external::ExternalPools;
 use crate::locks::OpLocks;
+use crate::params::PoolKey;
 
 type Reply<T> = Result<Response<T>, Status>;
 
 pub struct ControllerService<P> {
+    /// Pool GlusterVolumes and dedicated volumes.
     pools: P,
+    /// Pools made by hand, when this controller reads their Secrets.
+    external: Option<ExternalPools>,
     locks: OpLocks,
 }
 
@@ -28,8 +33,44 @@ impl<P: PoolResolver> ControllerService<P> {
     pub fn new(pools: P) -> Self {
         Self {
             pools,
+            external: None,
             locks: OpLocks::default(),
         }
+    }
+
+    /// Also serves pools made by hand (StorageClass `mode: external`).
+    pub fn with_external(mut self, external: ExternalPools) -> Self {
+        self.external = Some(external);
+        self
+    }
+
+    /// The pool a subdirectory volume or snapshot lives on, from whichever declares it.
+    async fn resolve(&self, key: &PoolKey) -> Result<Pool, Status> {
+        match key {
+            PoolKey::Volume(k) => self.pools.resolve(k).await,
+            PoolKey::External(k) => match &self.external {
+                Some(e) => e.resolve(k).await,
+                None => Err(Status::failed_precondition(format!(
+                    "pool {key}: this CSI controller serves no external pools (it has no \
+                     Kubernetes API to read their Secrets)"
+                ))),
+            },
+        }
+    }
+
+    /// Every pool, for listing and capacity.
+    async fn all_pools(&self) -> Result<Vec<PoolKey>, Status> {
+        let mut all: Vec<PoolKey> = self
+            .pools
+            .pools()
+            .await?
+            .into_iter()
+            .map(PoolKey::Volume)
+            .collect();
+        if let Some(e) = &self.external {
+            all.extend(e.pools().await?.into_iter().map(PoolKey::External));
+        }
+        Ok(all)
     }
 }
 

@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::{ControllerService, Reply};
 use crate::backend::PoolResolver;
-use crate::params::{dir_for_name, ObjectKey, SnapshotId, VolumeId};
+use crate::params::{dir_for_name, PoolKey, SnapshotId, VolumeId};
 use crate::request::{invalid, page, param_status};
 
 /// How long CreateSnapshot waits for its copy before answering ready_to_use = false; the
@@ -24,7 +24,7 @@ pub(super) const DEDICATED_REFUSAL: &str = "dedicated PVs have no snapshots or c
 copy could only live on the PV's own GlusterVolume, which is deleted with the PV; use a \
 subdirectory PV (StorageClass parameter mode: subdir) for data that needs snapshots";
 
-fn to_csi(pool: &ObjectKey, s: &Snapshot) -> Result<csi::Snapshot, Status> {
+fn to_csi(pool: &PoolKey, s: &Snapshot) -> Result<csi::Snapshot, Status> {
     let source = s
         .source
         .strip_prefix('/')
@@ -98,7 +98,7 @@ impl<P: PoolResolver> ControllerService<P> {
         };
         let _guard = self.locks.try_lock(&id.to_string())?;
         tracing::info!(name = %req.name, snapshot_id = %id, source = %req.source_volume_id, "CreateSnapshot");
-        let mut pool = self.pools.resolve(&pool_key).await?;
+        let mut pool = self.resolve(&pool_key).await?;
         if pool.limit_of(&pool_key, &dir).await?.is_none() {
             return Err(Status::not_found(format!(
                 "source_volume_id: volume {} does not exist",
@@ -154,7 +154,7 @@ impl<P: PoolResolver> ControllerService<P> {
                 Some(Some(VolumeId::Subdir { pool, .. })) => vec![pool.clone()],
                 // A source that is not a subdirectory volume of ours has no snapshots.
                 Some(_) => Vec::new(),
-                None => self.pools.pools().await?,
+                None => self.all_pools().await?,
             };
             for key in pools {
                 let Some(mut p) = self.pool_if_any(&key).await? else {
@@ -196,8 +196,8 @@ impl<P: PoolResolver> ControllerService<P> {
     }
 
     /// The pool, or None when it no longer exists (its snapshots went with it).
-    async fn pool_if_any(&self, key: &ObjectKey) -> Result<Option<crate::backend::Pool>, Status> {
-        match self.pools.resolve(key).await {
+    async fn pool_if_any(&self, key: &PoolKey) -> Result<Option<crate::backend::Pool>, Status> {
+        match self.resolve(key).await {
             Ok(p) => Ok(Some(p)),
             Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
             Err(s) => Err(s),

@@ -24,7 +24,7 @@ impl<P: PoolResolver> ControllerService<P> {
         check_capabilities(&req.volume_capabilities)?;
         let exists = match &id {
             VolumeId::Subdir { pool, dir } => {
-                let mut p = self.pools.resolve(pool).await?;
+                let mut p = self.resolve(pool).await?;
                 p.limit_of(pool, dir).await?.is_some()
             }
             VolumeId::Dedicated { volume } => self.pools.get_dedicated(volume).await?.is_some(),

@@ -65,7 +65,11 @@ impl NodeService {
     }
 
     /// Mounts with gluster's TLS when the volume's cluster has it: the client presents the
-    /// plugin's certificate from OpenSSL's directory (the chart mounts it there).
+    /// plugin's certificate from OpenSSL's directory (the chart mounts it there). A pool
+    /// made by hand with I/O TLS only (`own_certificate` without `tls`) needs the certificate
+    /// but fetches its volfile in clear. This plugin's clients have one certificate
+    /// directory: a pool with a CA of its own is served here only if that directory holds a
+    /// certificate of that CA (mount pods mount each pool's own).
     async fn mount_volume(
         &self,
         source: &MountSource,
@@ -73,8 +77,9 @@ impl NodeService {
         log: &Path,
         flags: &[String],
         tls: bool,
+        own_certificate: bool,
     ) -> Result<(), mount::MountError> {
-        if !tls {
+        if !tls && !own_certificate {
             return self.mounter.mount(source, target, log, flags).await;
         }
         let Some(dir) = &self.tls_dir else {
@@ -96,7 +101,11 @@ impl NodeService {
                 ),
             });
         }
-        self.mounter.mount_secure(source, target, log, flags).await
+        if tls {
+            self.mounter.mount_secure(source, target, log, flags).await
+        } else {
+            self.mounter.mount(source, target, log, flags).await
+        }
     }
 
     fn log_file(&self, volume_id: &str) -> PathBuf {

@@ -71,6 +71,9 @@ pub struct MountPods {
     pub mount_timeout: Duration,
 }
 
+/// The files of a gluster certificate, as gluster reads them from OpenSSL's directory.
+pub const GLUSTER_TLS_FILES: [&str; 3] = ["glusterfs.pem", "glusterfs.key", "glusterfs.ca"];
+
 /// The label every mount pod carries.
 pub const MOUNT_POD_LABEL: (&str, &str) = ("app.kubernetes.io/component", "mount");
 /// The annotation naming the volume a mount pod serves.
@@ -97,12 +100,25 @@ impl MountPods {
             json!({"name": "kubelet-plugins", "hostPath": {"path": plugins, "type": "Directory"}}),
             json!({"name": "fuse", "hostPath": {"path": "/dev/fuse", "type": "CharDevice"}}),
         ];
-        if v.tls {
-            // glusterfs reads its certificate from OpenSSL's directory, per connection.
-            mounts.push(
-                json!({"name": "gluster-tls", "mountPath": "/usr/lib/ssl", "readOnly": true}),
-            );
-            volumes.push(json!({"name": "gluster-tls", "secret": {"secretName": self.tls_secret, "defaultMode": 0o400}}));
+        // glusterfs reads its certificate from OpenSSL's directory, per connection.
+        let gluster_tls =
+            json!({"name": "gluster-tls", "mountPath": "/usr/lib/ssl", "readOnly": true});
+        match &v.tls_secret {
+            // A pool made by hand: its own certificate, only the three files of it (the
+            // Secret also holds the brick agents' client key, which no mount needs).
+            Some(secret) => {
+                mounts.push(gluster_tls);
+                let items: Vec<_> = GLUSTER_TLS_FILES
+                    .iter()
+                    .map(|f| json!({"key": f, "path": f}))
+                    .collect();
+                volumes.push(json!({"name": "gluster-tls", "secret": {"secretName": secret, "defaultMode": 0o400, "items": items}}));
+            }
+            None if v.tls => {
+                mounts.push(gluster_tls);
+                volumes.push(json!({"name": "gluster-tls", "secret": {"secretName": self.tls_secret, "defaultMode": 0o400}}));
+            }
+            None => {}
         }
         let mut container = json!({
             "name": "client",
@@ -262,6 +278,7 @@ mod tests {
             subdir: Some("pvc-1".into()),
             flags: vec![],
             tls,
+            tls_secret: None,
             mount_pod: None,
             targets: vec![],
         }
@@ -309,6 +326,35 @@ mod tests {
         // No certificate for a volume without TLS.
         let plain = serde_json::to_value(p.pod(&staged(false)).unwrap()).unwrap();
         assert!(!plain.to_string().contains("gluster-tls"));
+        // A pool made by hand: its own Secret, and only the certificate's files of it.
+        let own = StagedVolume {
+            tls_secret: Some("legacy-pool".into()),
+            ..staged(true)
+        };
+        let v = serde_json::to_value(p.pod(&own).unwrap()).unwrap();
+        let secret = v["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|vol| vol["name"] == "gluster-tls")
+            .unwrap()["secret"]
+            .clone();
+        assert_eq!(secret["secretName"], "legacy-pool");
+        assert_eq!(
+            secret["items"],
+            json!([
+                {"key": "glusterfs.pem", "path": "glusterfs.pem"},
+                {"key": "glusterfs.key", "path": "glusterfs.key"},
+                {"key": "glusterfs.ca", "path": "glusterfs.ca"},
+            ])
+        );
+        // I/O TLS without management TLS still needs the certificate.
+        let io_only = StagedVolume {
+            tls_secret: Some("legacy-pool".into()),
+            ..staged(false)
+        };
+        let v = serde_json::to_value(p.pod(&io_only).unwrap()).unwrap();
+        assert!(v.to_string().contains("legacy-pool"));
         // One pod per volume and node.
         assert_ne!(pod_name("n1", "a"), pod_name("n2", "a"));
         assert_ne!(pod_name("n1", "a"), pod_name("n1", "b"));

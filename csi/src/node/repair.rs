@@ -79,6 +79,7 @@ impl NodeService {
                         &self.log_file(&v.volume_id),
                         &v.flags,
                         v.tls,
+                        v.tls_secret.is_some(),
                     )
                     .await
                 {

@@ -6,7 +6,10 @@ use tonic::{Request, Response, Status};
 
 use super::{NodeService, Reply};
 use crate::mount;
-use crate::request::{context_tls, invalid, mount_err, mount_flags, mount_source};
+use crate::request::{
+    context_tls, context_tls_secret, invalid, mount_err, mount_flags, mount_source,
+    profile_mount_flags,
+};
 use crate::state::StagedVolume;
 
 impl NodeService {
@@ -21,9 +24,13 @@ impl NodeService {
         let staging = self
             .kubelet
             .staging("staging_target_path", &req.staging_target_path)?;
-        let flags = mount_flags(req.volume_capability.as_ref())?;
+        let mut flags = mount_flags(req.volume_capability.as_ref())?;
+        if let Some(cap) = &req.volume_capability {
+            flags.extend(profile_mount_flags(&req.volume_context, cap, &flags)?);
+        }
         let source = mount_source(&req.volume_context)?;
         let tls = context_tls(&req.volume_context)?;
+        let tls_secret = context_tls_secret(&req.volume_context)?;
         let _guard = self.locks.try_lock(&req.volume_id)?;
         let record = StagedVolume {
             volume_id: req.volume_id.clone(),
@@ -33,6 +40,7 @@ impl NodeService {
             subdir: source.subdir.clone(),
             flags: flags.clone(),
             tls,
+            tls_secret: tls_secret.clone(),
             mount_pod: self
                 .mount_pods
                 .as_ref()
@@ -62,7 +70,7 @@ impl NodeService {
         match &self.mount_pods {
             Some(pods) => pods.mount(&record).await?,
             None => self
-                .mount_volume(&source, &staging, &log, &flags, tls)
+                .mount_volume(&source, &staging, &log, &flags, tls, tls_secret.is_some())
                 .await
                 .map_err(mount_err)?,
         }

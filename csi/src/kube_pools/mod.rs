@@ -1,11 +1,22 @@
 //! The production pool resolver: a pool is a GlusterVolume; its gluster name and mount
 //! servers come from its status, and its agents from its GlusterCluster, reached with the
 //! operator's client certificate (which the CSI controller may read, not issue).
+//!
+//! - `watched`: GlusterVolumes, GlusterClusters and brick pods, kept current by watches;
+//! - the agent connections and certificates are kept between calls by gk-api's
+//!   `agents::cache`, which the operator uses too.
+//!
+//! Writes (a dedicated volume's creation, growth and deletion) go to the API; reads come
+//! from the watches.
 
+mod watched;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gk_api::agents::{describe_down, discover, read_credentials};
-use gk_api::crd::{GlusterCluster, GlusterVolume};
+use gk_api::agents::cache::AgentCache;
+use gk_api::agents::candidates;
+use gk_api::crd::GlusterVolume;
 use gk_api::names::INSTANCE_LABEL;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -62,6 +73,7 @@ fn ready(gv: &GlusterVolume) -> Option<Dedicated> {
                 .unwrap_or(0),
             tls: m.tls,
             subdir: Some(crate::backend::DEDICATED_DIR.to_string()),
+            profile: gv.spec.profile,
         }
     })
 }
@@ -77,19 +89,46 @@ fn not_ready_message(gv: &GlusterVolume) -> String {
 #[derive(Clone)]
 pub struct KubePools {
     pub client: kube::Client,
-    pub agent_port: u16,
     /// How long a dedicated volume's creation, deletion or growth is waited for before the
     /// sidecar is told to call again.
     pub wait: Duration,
+    watched: Arc<watched::Watched>,
+    agents: Arc<AgentCache>,
 }
 
 impl KubePools {
+    /// Starts the watches; must be called inside a runtime.
     pub fn new(client: kube::Client, agent_port: u16) -> Self {
         Self {
+            watched: Arc::new(watched::Watched::start(client.clone())),
+            agents: Arc::new(AgentCache::new(agent_port)),
             client,
-            agent_port,
             wait: READY_WAIT,
         }
+    }
+
+    /// The same, waiting `wait` for a dedicated volume's creation, deletion or growth.
+    pub fn with_wait(self, wait: Duration) -> Self {
+        Self { wait, ..self }
+    }
+
+    /// A dedicated volume as clients mount it, its profile its own or its cluster's default.
+    fn dedicated(&self, gv: &GlusterVolume) -> Option<Dedicated> {
+        let mut d = ready(gv)?;
+        if d.profile.is_none() {
+            let ns = gv.metadata.namespace.as_deref().unwrap_or_default();
+            d.profile = self
+                .watched
+                .cluster(ns, &gv.spec.cluster)
+                .map(|c| c.spec.default_profile);
+        }
+        Some(d)
+    }
+
+    /// A GlusterVolume as last watched, once the watches have listed.
+    async fn watched_volume(&self, key: &ObjectKey) -> Result<Option<Arc<GlusterVolume>>, Status> {
+        self.watched.synced().await?;
+        Ok(self.watched.volume(&key.namespace, &key.name))
     }
 
     /// Whether the PersistentVolumeClaim still exists (and is not being deleted).
@@ -111,14 +150,9 @@ fn unavailable(pool: &ObjectKey, e: impl std::fmt::Display) -> Status {
 
 impl PoolResolver for KubePools {
     async fn resolve(&self, pool: &ObjectKey) -> Result<Pool, Status> {
-        let volumes: Api<GlusterVolume> = Api::namespaced(self.client.clone(), &pool.namespace);
-        let gv = volumes
-            .get_opt(&pool.name)
-            .await
-            .map_err(|e| unavailable(pool, e))?
-            .ok_or_else(|| {
-                Status::not_found(format!("pool GlusterVolume {pool} does not exist"))
-            })?;
+        let gv = self.watched_volume(pool).await?.ok_or_else(|| {
+            Status::not_found(format!("pool GlusterVolume {pool} does not exist"))
+        })?;
         let mount = gv
             .status
             .as_ref()
@@ -129,24 +163,22 @@ impl PoolResolver for KubePools {
                     "the GlusterVolume is not ready yet (no mount servers in its status)",
                 )
             })?;
-        let clusters: Api<GlusterCluster> = Api::namespaced(self.client.clone(), &pool.namespace);
-        let gc = clusters
-            .get(&gv.spec.cluster)
+        let gc = self
+            .watched
+            .cluster(&pool.namespace, &gv.spec.cluster)
+            .ok_or_else(|| {
+                unavailable(
+                    pool,
+                    format!("its GlusterCluster {} does not exist", gv.spec.cluster),
+                )
+            })?;
+        let pods = self.watched.brick_pods(&gc);
+        let (up, down) = candidates(&gc, pods.iter().map(|p| p.as_ref()));
+        let agent = self
+            .agents
+            .pick(&self.client, &gc, &up, down)
             .await
-            .map_err(|e| unavailable(pool, format!("cluster {}: {e}", gv.spec.cluster)))?;
-        let creds = read_credentials(&self.client, &gc)
-            .await
-            .map_err(|e| unavailable(pool, e))?;
-        let (mut up, down) = discover(&self.client, self.agent_port, &gc, &creds)
-            .await
-            .map_err(|e| unavailable(pool, e))?;
-        if up.is_empty() {
-            return Err(unavailable(
-                pool,
-                format!("no brick agent answers: {}", describe_down(&down)),
-            ));
-        }
-        let agent = up.swap_remove(0).client;
+            .map_err(|why| unavailable(pool, why))?;
         let mut servers = vec![mount.volfile_server];
         servers.extend(mount.backup_volfile_servers);
         let total_bytes = gv
@@ -159,26 +191,25 @@ impl PoolResolver for KubePools {
             volume: mount.volume,
             servers,
             tls: mount.tls,
+            tls_secret: None,
             total_bytes,
+            profile: Some(gv.spec.profile.unwrap_or(gc.spec.default_profile)),
         })
     }
 
     async fn pools(&self) -> Result<Vec<ObjectKey>, Status> {
-        let volumes: Api<GlusterVolume> = Api::all(self.client.clone());
-        let list = volumes
-            .list(&Default::default())
-            .await
-            .map_err(|e| Status::unavailable(e.to_string()))?;
-        let mut keys: Vec<ObjectKey> = list
-            .items
-            .into_iter()
+        self.watched.synced().await?;
+        let mut keys: Vec<ObjectKey> = self
+            .watched
+            .volumes()
+            .iter()
             // A dedicated PV's volume is no pool: its one directory is that PV.
             .filter(|v| !is_dedicated(v))
             .filter(|v| v.status.as_ref().is_some_and(|s| s.mount.is_some()))
             .filter_map(|v| {
                 Some(ObjectKey {
-                    namespace: v.metadata.namespace?,
-                    name: v.metadata.name?,
+                    namespace: v.metadata.namespace.clone()?,
+                    name: v.metadata.name.clone()?,
                 })
             })
             .collect();
@@ -247,14 +278,12 @@ impl PoolResolver for KubePools {
                     }
                 }
                 // The volume goes to the operator instance that runs its cluster.
-                let clusters: Api<GlusterCluster> =
-                    Api::namespaced(self.client.clone(), &cluster.namespace);
+                self.watched.synced().await?;
                 let mut labels = json!({"app.kubernetes.io/managed-by": crate::DRIVER_NAME});
-                if let Some(instance) = clusters
-                    .get_opt(&cluster.name)
-                    .await
-                    .map_err(|e| unavailable(key, e))?
-                    .and_then(|gc| gc.metadata.labels?.remove(INSTANCE_LABEL))
+                if let Some(instance) = self
+                    .watched
+                    .cluster(&cluster.namespace, &cluster.name)
+                    .and_then(|gc| gc.labels().get(INSTANCE_LABEL).cloned())
                 {
                     labels[INSTANCE_LABEL] = json!(instance);
                 }
@@ -282,8 +311,17 @@ impl PoolResolver for KubePools {
         let deadline = Instant::now() + self.wait;
         let mut claim_checked = Instant::now();
         loop {
-            let gv = api.get(&key.name).await.map_err(|e| unavailable(key, e))?;
-            if let Some(d) = ready(&gv) {
+            // Seen through the watch; a volume just made may take a moment to appear there.
+            let Some(gv) = self.watched_volume(key).await? else {
+                if Instant::now() > deadline {
+                    return Err(Status::deadline_exceeded(format!(
+                        "GlusterVolume {key} is not in the watch yet; the provisioner will call again"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            };
+            if let Some(d) = self.dedicated(&gv) {
                 return Ok(d);
             }
             // The claim deleted while its volume was being made: nothing will ever use or
@@ -306,18 +344,16 @@ impl PoolResolver for KubePools {
                     not_ready_message(&gv)
                 )));
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
     async fn get_dedicated(&self, key: &ObjectKey) -> Result<Option<Dedicated>, Status> {
-        let api: Api<GlusterVolume> = Api::namespaced(self.client.clone(), &key.namespace);
-        Ok(api
-            .get_opt(&key.name)
-            .await
-            .map_err(|e| unavailable(key, e))?
-            .as_ref()
-            .and_then(ready))
+        Ok(self
+            .watched_volume(key)
+            .await?
+            .as_deref()
+            .and_then(|gv| self.dedicated(gv)))
     }
 
     async fn delete_dedicated(&self, key: &ObjectKey) -> Result<(), Status> {
@@ -329,7 +365,7 @@ impl PoolResolver for KubePools {
         }
         let deadline = Instant::now() + self.wait;
         loop {
-            match api.get_opt(&key.name).await.map_err(|e| unavailable(key, e))? {
+            match self.watched_volume(key).await? {
                 None => return Ok(()),
                 Some(gv) if Instant::now() > deadline => {
                     return Err(Status::deadline_exceeded(format!(
@@ -337,7 +373,7 @@ impl PoolResolver for KubePools {
                         not_ready_message(&gv)
                     )))
                 }
-                Some(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                Some(_) => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         }
     }
@@ -355,7 +391,10 @@ impl PoolResolver for KubePools {
         let generation = patched.metadata.generation;
         let deadline = Instant::now() + self.wait;
         loop {
-            let gv = api.get(&key.name).await.map_err(|e| unavailable(key, e))?;
+            let gv = self
+                .watched_volume(key)
+                .await?
+                .ok_or_else(|| Status::not_found(format!("GlusterVolume {key} is gone")))?;
             let status = gv.status.as_ref();
             let observed = status.and_then(|s| s.observed_generation) >= generation;
             let holds = status
@@ -383,18 +422,15 @@ impl PoolResolver for KubePools {
                     not_ready_message(&gv)
                 )));
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
     async fn list_dedicated(&self) -> Result<Vec<(ObjectKey, Dedicated)>, Status> {
-        let volumes: Api<GlusterVolume> = Api::all(self.client.clone());
-        let list = volumes
-            .list(&Default::default())
-            .await
-            .map_err(|e| Status::unavailable(e.to_string()))?;
-        let mut out: Vec<(ObjectKey, Dedicated)> = list
-            .items
+        self.watched.synced().await?;
+        let mut out: Vec<(ObjectKey, Dedicated)> = self
+            .watched
+            .volumes()
             .iter()
             .filter(|v| is_dedicated(v))
             .filter_map(|v| {
@@ -402,7 +438,7 @@ impl PoolResolver for KubePools {
                     namespace: v.metadata.namespace.clone()?,
                     name: v.metadata.name.clone()?,
                 };
-                Some((key, ready(v)?))
+                Some((key, self.dedicated(v)?))
             })
             .collect();
         out.sort_by_key(|(k, _)| k.to_string());
@@ -417,12 +453,10 @@ impl PoolResolver for KubePools {
                 "invalid parameters.mode: not dedicated",
             ));
         };
-        let clusters: Api<GlusterCluster> =
-            Api::namespaced(self.client.clone(), &cluster.namespace);
-        let gc = clusters
-            .get_opt(&cluster.name)
-            .await
-            .map_err(|e| unavailable(cluster, e))?
+        self.watched.synced().await?;
+        let gc = self
+            .watched
+            .cluster(&cluster.namespace, &cluster.name)
             .ok_or_else(|| Status::not_found(format!("GlusterCluster {cluster} does not exist")))?;
         let free = gc
             .status
