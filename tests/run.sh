@@ -14,7 +14,7 @@ bash tests/env/install-tools.sh
 bash tests/env/k8s.sh build
 
 # Leave the machine as we found it: stop the control plane only if this run started it.
-if ! bash tests/env/k8s.sh status | grep -q 'kube-apiserver running'; then
+if ! bash tests/env/k8s.sh status | grep 'kube-apiserver running' >/dev/null; then
   trap 'bash tests/env/k8s.sh stop' EXIT
 fi
 bash tests/env/k8s.sh start
@@ -24,4 +24,6 @@ cargo clippy --workspace --all-targets -- -D warnings
 # The end-to-end test (tests/tests/e2e.rs) runs these images on real nodes; cargo cannot build
 # them from inside `cargo test`, so they are built (or found cached) here.
 bash tests/env/images.sh build
+# The e2e test runs the kubectl plugin as kubectl finds it, from the target directory.
+cargo build -p kubectl-gluster
 GK_IMAGES_BUILT=1 cargo test --workspace

@@ -10,8 +10,8 @@
 #   images.sh list         print every IMAGE=reference
 #
 # Images:
-#   brick     Debian bookworm with glusterfs-server + gk-agent; brick-image/Dockerfile
-#             documents the same content, brick-image/entrypoint.sh is its entrypoint
+#   brick     Debian bookworm with glusterfs-server + gk-agent; the root Dockerfile builds
+#             the same content with Docker, brick-image/entrypoint.sh is its entrypoint
 #   csi       the same Debian layer (glusterfs-client, util-linux) + gk-csi
 #   operator  the same Debian layer + gk-operator
 #   workload  the Debian layer alone, for the demo's and the e2e test's pods
@@ -257,7 +257,7 @@ import() {
     local missing=()
     for name in "${want[@]}"; do
       d=$(cut -d' ' -f1 "$out/$name.manifest")
-      ctr --address "$sock" -n k8s.io images ls "name==${ref[$name]}" 2>/dev/null | grep -q "sha256:$d" || missing+=("$name")
+      ctr --address "$sock" -n k8s.io images ls "name==${ref[$name]}" 2>/dev/null | grep "sha256:$d" >/dev/null || missing+=("$name")
     done
     [ ${#missing[@]} -gt 0 ] || continue
     gk_log "importing into gk-node-$n: ${missing[*]}"

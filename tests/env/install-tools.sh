@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real tools the tests need: Debian's gluster, etcd, xfsprogs, protoc, and for the
 # local node (tests/env/node.sh) containerd, runc, the CNI plugins, iptables, socat and
-# debootstrap; tshark for the TLS test's packet capture; csi-sanity and helm built from Go modules at pinned versions. Idempotent: a second run only checks.
+# debootstrap; tshark for the TLS test's packet capture; csi-sanity, helm and promtool built from Go modules at pinned versions. Idempotent: a second run only checks.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
@@ -13,7 +13,7 @@ apt_packages=(glusterfs-server glusterfs-client xfsprogs attr protobuf-compiler 
 
 missing=()
 for p in "${apt_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'install ok installed' >/dev/null || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   gk_log "installing Debian packages: ${missing[*]}"
@@ -48,9 +48,12 @@ go_tool csi-sanity "$GK_CSI_SANITY_VERSION" github.com/kubernetes-csi/csi-test/v
   "-X main.VERSION=$GK_CSI_SANITY_VERSION"
 go_tool helm "$GK_HELM_VERSION" helm.sh/helm/v3/cmd/helm \
   "-X helm.sh/helm/v3/internal/version.version=$GK_HELM_VERSION"
+# promtool (Prometheus's rule checker) runs the unit tests of the chart's alerts.
+go_tool promtool "$GK_PROMTOOL_VERSION" github.com/prometheus/prometheus/cmd/promtool
 
 "$bin/csi-sanity" -h >/dev/null 2>&1 || gk_die "csi-sanity does not run"
-"$bin/helm" version --short | grep -q "$GK_HELM_VERSION" || gk_die "helm does not report $GK_HELM_VERSION"
+"$bin/promtool" --version >/dev/null 2>&1 || gk_die "promtool does not run"
+"$bin/helm" version --short | grep "$GK_HELM_VERSION" >/dev/null || gk_die "helm does not report $GK_HELM_VERSION"
 for t in gluster glusterd glusterfs mkfs.xfs protoc etcd setfattr containerd runc ctr iptables socat debootstrap fio; do
   command -v "$t" >/dev/null || gk_die "$t is missing after install"
 done

@@ -40,7 +40,7 @@ build() {
   # A Go newer than the one a release pins breaks it (kube-openapi then emits an OpenAPI
   # document the apiserver itself rejects), so insist on the pinned minor.
   local want_go=${GK_K8S_GO:-go1.26}
-  go version | grep -q " $want_go[. ]" || gk_die "Kubernetes $ver needs $want_go.x; found: $(go version)"
+  go version | grep " $want_go[. ]" >/dev/null || gk_die "Kubernetes $ver needs $want_go.x; found: $(go version)"
   local mod="$GK_CACHE/k8s/$ver/module"
   mkdir -p "$mod" "$bindir"
   gk_log "building Kubernetes $ver (first time only; several minutes)"
@@ -82,8 +82,8 @@ build() {
   done
   for c in "${want[@]}"; do
     case $c in
-      kubectl) "$bindir/kubectl" version --client | grep -q "$ver" || gk_die "kubectl does not report $ver" ;;
-      kubelet|kube-proxy) "$bindir/$c" --version | grep -q "$ver" || gk_die "$c does not report $ver" ;;
+      kubectl) "$bindir/kubectl" version --client | grep "$ver" >/dev/null || gk_die "kubectl does not report $ver" ;;
+      kubelet|kube-proxy) "$bindir/$c" --version | grep "$ver" >/dev/null || gk_die "$c does not report $ver" ;;
     esac
   done
 }

@@ -70,25 +70,52 @@ pub struct AgentSet {
     pub addrs: Vec<SocketAddr>,
     client: Pem,
     _stop: Vec<oneshot::Sender<()>>,
+    /// The node views the agents mount in, when they mount as brick pods do.
+    _node_views: Vec<crate::gluster_net::Client>,
 }
 
 /// The name the agents' serving certificate carries.
 pub const SERVER_NAME: &str = "localhost";
 
 impl AgentSet {
+    /// Agents whose own FUSE mounts run in the test's client namespace.
     pub async fn start(net: &GlusterNet) -> Result<Self, EnvError> {
+        Self::start_with(net, false).await
+    }
+
+    /// Agents whose own FUSE mounts run in their node's network namespace and see its TLS
+    /// directory and /var/lib/glusterd, as in a brick pod: needed on a TLS environment
+    /// ([`GlusterNet::start_tls`]), where mounts need the node's certificate.
+    pub async fn start_as_pods(net: &GlusterNet) -> Result<Self, EnvError> {
+        Self::start_with(net, true).await
+    }
+
+    async fn start_with(net: &GlusterNet, as_pods: bool) -> Result<Self, EnvError> {
         let pki = TestPki::new("glusterkube-test-ca")?;
         let server = pki.issue("agent", &[SERVER_NAME, "127.0.0.1"], true)?;
         let client = pki.issue("operator", &[], false)?;
         let mut addrs = Vec::new();
         let mut stops = Vec::new();
+        let mut views = Vec::new();
         for (i, node) in net.nodes().iter().enumerate() {
+            let (mount_root, mounter) = if as_pods {
+                let view = net.node_client(i)?;
+                let mounts = (view.mount_dir("agent")?, view.mounter());
+                views.push(view);
+                mounts
+            } else {
+                (
+                    net.scratch_dir(&format!("agent-mounts-n{}", i + 1))?,
+                    net.client_mounter(),
+                )
+            };
             let config = AgentConfig {
                 advertise_address: node.address.clone(),
                 volfile_server: node.address.clone(),
-                mount_root: net.scratch_dir(&format!("agent-mounts-n{}", i + 1))?,
-                mounter: net.client_mounter(),
+                mount_root,
+                mounter,
                 brick_roots: vec![node.brick_root()],
+                gluster_log_dir: node.log_dir(),
             };
             let agent = Agent::new(net.gluster(i), config);
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -114,6 +141,7 @@ impl AgentSet {
             addrs,
             client,
             _stop: stops,
+            _node_views: views,
         })
     }
 

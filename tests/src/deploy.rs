@@ -19,20 +19,26 @@ const HEADER: &str = "# Generated from charts/glusterkube with its default value
 /// The helm binary tests/env/install-tools.sh builds (under $GK_CACHE/bin), else the one on
 /// PATH. Missing helm is an error, never a skip.
 pub fn helm() -> Result<PathBuf, EnvError> {
+    tool("helm")
+}
+
+/// A tool tests/env/install-tools.sh builds (under $GK_CACHE/bin), else the one on PATH.
+/// A missing tool is an error, never a skip.
+pub fn tool(name: &str) -> Result<PathBuf, EnvError> {
     let cache = std::env::var("GK_CACHE").unwrap_or_else(|_| "/var/cache/glusterkube".into());
-    let cached = PathBuf::from(cache).join("bin/helm");
+    let cached = PathBuf::from(cache).join("bin").join(name);
     if cached.is_file() {
         return Ok(cached);
     }
     std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("helm"))
+        .map(|d| d.join(name))
         .find(|p| p.is_file())
         .ok_or_else(|| {
-            EnvError::Setup(
-                "helm not found in $GK_CACHE/bin or PATH: run tests/env/install-tools.sh".into(),
-            )
+            EnvError::Setup(format!(
+                "{name} not found in $GK_CACHE/bin or PATH: run tests/env/install-tools.sh"
+            ))
         })
 }
 
@@ -112,6 +118,52 @@ pub fn plain_manifests(rendered: &str) -> String {
 /// What deploy/glusterkube.yaml must hold.
 pub fn expected_manifest() -> Result<String, EnvError> {
     Ok(plain_manifests(&render(RELEASE, NAMESPACE, &[])?))
+}
+
+/// Metric names a PromQL expression refers to (ours all start with `glusterkube_`).
+pub fn metric_names(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = expr;
+    while let Some(i) = rest.find("glusterkube_") {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        out.push(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    out
+}
+
+/// The chart's PrometheusRule, rendered with its alerts on: its `spec` (Prometheus's own
+/// rule file format).
+pub fn alert_rules() -> Result<serde_json::Value, EnvError> {
+    let rendered = render(
+        "gk",
+        "ns",
+        &["--set", "metrics.prometheusRule.enabled=true"],
+    )?;
+    let rule = serde_yaml::Deserializer::from_str(&rendered)
+        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
+        .find(|v: &serde_json::Value| v["kind"] == "PrometheusRule");
+    rule.map(|v| v["spec"].clone())
+        .ok_or_else(|| EnvError::Setup("the chart rendered no PrometheusRule".into()))
+}
+
+/// Each alert of the rules `spec` ([`alert_rules`]) with its expression.
+pub fn alert_expressions(spec: &serde_json::Value) -> Vec<(String, String)> {
+    spec["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["rules"].as_array().into_iter().flatten())
+        .map(|r| {
+            (
+                r["alert"].as_str().unwrap_or_default().to_string(),
+                r["expr"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -59,6 +59,11 @@ impl Node {
         self.dir.join("bricks")
     }
 
+    /// The node's gluster log directory (its /var/log/glusterfs).
+    pub fn log_dir(&self) -> PathBuf {
+        self.dir.join("log")
+    }
+
     /// The node's network namespace (`ip -n <ns> ...`), for benchmarks that cut its link.
     pub fn netns(&self) -> &str {
         &self.ns
@@ -66,7 +71,7 @@ impl Node {
 
     /// The last `lines` lines of the node's glusterd log, for failure messages.
     pub fn glusterd_log_tail(&self, lines: usize) -> String {
-        let log = std::fs::read_to_string(self.dir.join("log/glusterd.log")).unwrap_or_default();
+        let log = std::fs::read_to_string(self.log_dir().join("glusterd.log")).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(lines).collect();
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     }

@@ -370,6 +370,7 @@ async fn start_agent(
         mount_root: mounts.mount_dir("agent")?,
         mounter: mounts.mounter(),
         brick_roots: vec![n.brick_root()],
+        gluster_log_dir: n.log_dir(),
     };
     let agent = Agent::new(net.gluster(index), config);
     let addr: SocketAddr = format!("{}:{AGENT_PORT}", pod_ip(index))

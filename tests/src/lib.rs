@@ -9,6 +9,7 @@
 //! A missing component is an error, never a skip.
 
 pub mod agents;
+pub mod bench;
 pub mod deploy;
 pub mod gluster_net;
 pub mod k8s;

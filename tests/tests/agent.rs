@@ -193,8 +193,83 @@ async fn agent_manages_three_real_glusterd_nodes_over_mtls() {
     half_done_create_is_rolled_back(&agents, &net).await;
     a_brick_marked_by_a_failed_create_is_cleared(&agents, &net).await;
     quota_subdirectory(&mut c, &net).await;
+    quota_fast_writer(&mut c, &net).await;
     degraded_write_and_heal(&mut c, &net, "r3").await;
     degraded_write_and_heal(&mut c, &net, "ec").await;
+    read_only_calls_for_people(&mut c).await;
+}
+
+/// LogTail: the end of glusterd's and the bricks' logs on node 1, cut at whole lines; and
+/// HealEntries of a volume that cannot heal, refused saying so.
+async fn read_only_calls_for_people(c: &mut Client) {
+    let e = c
+        .heal_entries(HealEntriesRequest {
+            name: "dist".into(),
+            limit: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    assert!(e.message().contains("nothing heals"), "{}", e.message());
+
+    let tail = |kind: LogKind, max_bytes: u32| LogTailRequest {
+        kind: kind as i32,
+        max_bytes,
+    };
+    let r = c
+        .log_tail(tail(LogKind::Glusterd, 4096))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.files.len(), 1, "{:?}", r.files);
+    let g = &r.files[0];
+    assert_eq!(g.path, "glusterd.log");
+    assert!(g.truncated, "glusterd's log is longer than 4 KiB by now");
+    assert!(g.text.len() <= 4096 && !g.text.is_empty());
+    assert!(g.text.ends_with('\n'), "whole lines: {:?}", g.text);
+    let bricks = c
+        .log_tail(tail(LogKind::Bricks, 0))
+        .await
+        .unwrap()
+        .into_inner();
+    // Node 1 holds a brick of each volume made above: r3, ec, dist and more.
+    assert!(
+        bricks.files.len() >= 3,
+        "{:?}",
+        bricks.files.iter().map(|f| &f.path).collect::<Vec<_>>()
+    );
+    assert!(bricks
+        .files
+        .iter()
+        .all(|f| f.path.starts_with("bricks/") && f.path.ends_with(".log")));
+    assert!(
+        bricks.files.iter().any(|f| f.text.contains("r3")),
+        "a brick log names its volume"
+    );
+    let all = c
+        .log_tail(tail(LogKind::All, 1024))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        all.files.len(),
+        bricks.files.len() + 2,
+        "glusterd's, the self-heal daemon's and the bricks'"
+    );
+    for (bad, field) in [
+        (tail(LogKind::All, 2 << 20), "max_bytes"),
+        (
+            LogTailRequest {
+                kind: 99,
+                max_bytes: 0,
+            },
+            "kind",
+        ),
+    ] {
+        let e = c.log_tail(bad).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains(field), "{}", e.message());
+    }
 }
 
 async fn mtls_is_required(agents: &AgentSet) {
@@ -504,6 +579,92 @@ async fn a_brick_marked_by_a_failed_create_is_cleared(agents: &AgentSet, net: &G
         assert_eq!(dir.exists(), !want, "{}", dir.display());
     }
     assert_eq!(std::fs::read(kept.join("data")).unwrap(), b"keep me");
+}
+
+/// A limit above the checked margin: below its soft limit a brick re-reads the usage once a
+/// second, not on every write. A writer as fast as this machine allows still cannot store
+/// more than the limit: the file on every brick ends at or below it, the write past it
+/// fails with EDQUOT, and nothing is refused early (the writer gets past the soft limit).
+async fn quota_fast_writer(c: &mut Client, net: &GlusterNet) {
+    const LIMIT: u64 = 1 << 30;
+    let soft = LIMIT * gk_agent::quota::soft_limit_percent(LIMIT) as u64 / 100;
+    assert!(LIMIT - soft >= gk_agent::quota::CHECKED_MARGIN_BYTES);
+    c.subdir_create(SubdirCreateRequest {
+        volume: "r3".into(),
+        path: "/pvc-fast".into(),
+        limit_bytes: LIMIT,
+    })
+    .await
+    .unwrap();
+    let target = net.scratch_dir("pvc-fast").unwrap();
+    let log = net.scratch_dir("logs").unwrap().join("pvc-fast.log");
+    let source = MountSource {
+        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
+        volume: "r3".into(),
+        subdir: Some("pvc-fast".into()),
+    };
+    net.client_mounter()
+        .mount(&source, &target, &log, &[])
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let file = target.join("fill");
+    let (synced, err) = tokio::task::spawn_blocking(move || {
+        let mut f = std::fs::File::create(file).unwrap();
+        let chunk = data(9, 1 << 20);
+        let (mut written, mut synced) = (0u64, 0u64);
+        let err = loop {
+            // Synced every 64 MiB only: between syncs the writes stream as fast as they go.
+            let r = f.write_all(&chunk).and_then(|_| {
+                written += chunk.len() as u64;
+                if written % (64 << 20) == 0 {
+                    f.sync_data()?;
+                    synced = written;
+                }
+                Ok(())
+            });
+            if let Err(e) = r {
+                break e;
+            }
+            assert!(
+                written <= 2 * LIMIT,
+                "wrote {written} bytes past a 1 GiB quota"
+            );
+        };
+        (synced, err)
+    })
+    .await
+    .unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    assert_eq!(err.raw_os_error(), Some(nix::libc::EDQUOT), "{err}");
+    assert!(
+        synced > soft,
+        "EDQUOT after only {synced} bytes synced: the limit refused writes below its soft \
+         limit ({soft})"
+    );
+    mount::unmount(&target).unwrap();
+    for n in net.nodes() {
+        let on_brick = std::fs::metadata(n.brick_root().join("r3-0/pvc-fast/fill"))
+            .unwrap()
+            .len();
+        assert!(
+            on_brick <= LIMIT,
+            "{}: the brick holds {on_brick} bytes of a file limited to {LIMIT}",
+            n.address
+        );
+    }
+    eprintln!(
+        "quota: a 1 GiB limit refused the write past it after {:.0} MiB synced in {secs:.1} s \
+         ({:.0} MB/s)",
+        synced as f64 / (1u64 << 20) as f64,
+        synced as f64 / secs / 1e6
+    );
+    c.subdir_delete(SubdirDeleteRequest {
+        volume: "r3".into(),
+        path: "/pvc-fast".into(),
+    })
+    .await
+    .unwrap();
 }
 
 /// glusterd's quota list of `volume`, through the agent.
@@ -825,6 +986,29 @@ async fn degraded_write_and_heal(c: &mut Client, net: &GlusterNet, volume: &str)
         "{volume}: {} entries pending heal while degraded",
         heal.pending_total
     );
+    // The entries themselves, with their paths, on the two bricks that answer.
+    let entries = c
+        .heal_entries(HealEntriesRequest {
+            name: volume.into(),
+            limit: 5,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(entries.bricks.len(), 3, "{entries:?}");
+    for b in &entries.bricks {
+        if b.brick == victim.brick {
+            assert!(!b.connected && b.pending.is_empty(), "{b:?}");
+            continue;
+        }
+        assert!(b.connected, "{b:?}");
+        assert!(b.pending_count > 5 && b.pending.len() == 5, "{b:?}");
+        assert!(
+            b.pending.iter().any(|p| p.starts_with("/seed001")),
+            "{volume}: the written files are named: {b:?}"
+        );
+        assert_eq!((b.split_brain_count, b.split_brain.len()), (0, 0));
+    }
 
     // Bring the brick back, heal, and wait for zero pending.
     c.volume_start(VolumeStartRequest {

@@ -387,6 +387,25 @@ fn bad_creates() -> Vec<(&'static str, (&'static str, Value), &'static str)> {
             volume(vol_with(json!({"profile": "Fast"}))),
             "spec.profile",
         ),
+        (
+            "adopted volume deleted with its data",
+            volume(vol_with(
+                json!({"existingVolume": "seed", "deletionPolicy": "Delete"}),
+            )),
+            "spec.deletionPolicy",
+        ),
+        (
+            "adopted volume name not a gluster name",
+            volume(vol_with(json!({"existingVolume": "seed/x"}))),
+            "spec.existingVolume",
+        ),
+        (
+            "adopted volume with bricks placed",
+            volume(vol_with(
+                json!({"existingVolume": "seed", "brickCount": null, "bricks": [{"node": "a"}, {"node": "b"}, {"node": "c"}]}),
+            )),
+            "spec.bricks",
+        ),
     ]
 }
 
@@ -425,6 +444,13 @@ fn bad_updates() -> Vec<(&'static str, &'static str, Value, Value, &'static str)
                 json!({"type": "Disperse", "replica": null, "disperse": {"data": 4, "redundancy": 2}, "brickCount": 6}),
             ),
             "spec.disperse",
+        ),
+        (
+            "adopted volume changed",
+            "GlusterVolume",
+            vol_with(json!({"existingVolume": "seed"})),
+            vol_with(json!({"existingVolume": "other"})),
+            "spec.existingVolume",
         ),
         (
             "node storage changed",
@@ -473,7 +499,7 @@ async fn bad_specs_are_refused_at_admission_naming_the_field() {
     // README states these counts; a case added or lost changes them there too.
     assert_eq!(
         (creates.len(), updates.len()),
-        (61, 6),
+        (64, 7),
         "bad creates and bad updates"
     );
     eprintln!(
@@ -530,6 +556,7 @@ async fn bad_specs_are_refused_at_admission_naming_the_field() {
         ),
         vol_with(json!({"size": "100Gi"})),
         vol_with(json!({"size": 1073741824})),
+        vol_with(json!({"existingVolume": "seed_vol-1"})),
     ];
     // And valid clusters of each storage kind: a device per node, a directory per node, both
     // in one cluster, and TLS off with the client networks it then needs.

@@ -14,6 +14,7 @@ use csi_proto::v1 as csi;
 use gk_csi::backend::{Pool, StaticPools};
 use gk_csi::controller::ControllerService;
 use gk_csi::identity::IdentityService;
+use gk_csi::metrics::Metrics;
 use gk_csi::node::NodeService;
 use gk_csi::params::ObjectKey;
 use gk_csi::server::Services;
@@ -31,6 +32,8 @@ struct Env {
     pools: StaticPools,
     socket: PathBuf,
     stop: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    /// What the plugin's RPC layer counted, across restarts of the plugin.
+    metrics: Arc<Metrics>,
 }
 
 async fn start() -> Env {
@@ -44,7 +47,9 @@ async fn start() -> Env {
         servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
         // Plain gluster: TLS mounts are covered through the operator (tests/tests/operator.rs).
         tls: false,
+        tls_secret: None,
         total_bytes: None,
+        profile: None,
     };
     let key = ObjectKey {
         namespace: "storage".into(),
@@ -67,6 +72,7 @@ async fn start() -> Env {
         pools,
         socket,
         stop: std::sync::Mutex::new(None),
+        metrics: Arc::new(Metrics::default()),
     };
     env.start_plugin().await;
     env
@@ -92,6 +98,7 @@ impl Env {
             identity: IdentityService::new(true, driver.ready.clone()),
             controller: Some(Arc::new(ControllerService::new(self.pools.clone()))),
             node: Some(driver.clone()),
+            metrics: self.metrics.clone(),
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -256,6 +263,40 @@ async fn csi_sanity_passes_against_real_gluster() {
         },
         "csi-sanity's counts differ from README's"
     );
+    // Every RPC went through the metrics layer, with the code it was answered with:
+    // csi-sanity's valid requests succeed and its malformed ones are refused.
+    let text = env.metrics.encode();
+    for (method, code) in [
+        ("CreateVolume", "OK"),
+        ("CreateVolume", "InvalidArgument"),
+        ("DeleteVolume", "OK"),
+        ("NodeStageVolume", "OK"),
+        ("NodePublishVolume", "InvalidArgument"),
+        ("CreateSnapshot", "OK"),
+    ] {
+        let n = sample(
+            &text,
+            &format!("glusterkube_csi_operations_total{{method=\"{method}\",code=\"{code}\"}}"),
+        );
+        assert!(n >= 1.0, "{method} answered {code} {n} times:\n{text}");
+    }
+    let created = sample(
+        &text,
+        "glusterkube_csi_operation_duration_seconds_count{method=\"CreateVolume\"}",
+    );
+    let by_code: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("glusterkube_csi_operations_total{method=\"CreateVolume\","))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(created, by_code, "one duration per counted CreateVolume");
+}
+
+/// The value of the sample `series` in a text exposition; 0 when absent.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// The specs of a csi-sanity (ginkgo) JUnit report and how each ended.
@@ -962,4 +1003,528 @@ async fn restarted_plugin_reports_and_repairs_broken_mounts() {
     assert_eq!(driver.recover().await, Default::default());
 
     unpublish_and_unstage(&mut node, &vol, &staging, std::slice::from_ref(&target)).await;
+}
+
+/// Gluster's TLS files from a CA of the pool's owners.
+fn owner_files(
+    ca: &gk_operator::tls::pki::Ca,
+    leaf: gk_operator::tls::pki::CertKey,
+) -> gk_testenv::gluster_net::TlsFiles {
+    gk_testenv::gluster_net::TlsFiles {
+        cert_pem: leaf.cert_pem,
+        key_pem: leaf.key_pem,
+        ca_pem: ca.pem().cert_pem.clone(),
+    }
+}
+
+/// Runs `words` in `client`'s network and mount namespaces; (success, what it printed).
+fn run_in(client: &gk_testenv::gluster_net::Client, words: &[&str]) -> (bool, String) {
+    let mut all = client.mounter().wrapper;
+    all.extend(words.iter().map(|w| w.to_string()));
+    let out = std::process::Command::new(&all[0])
+        .args(&all[1..])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}; stdout {:?}; stderr {:?}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// External mode: a replica-3 pool its owners made by hand with the gluster CLI (management
+/// and I/O TLS from their own CA, data on it), no operator and no brick pod; the brick
+/// agent they start on one server for the CSI driver only. Subdirectory PVs with enforced
+/// quota, a static PV of the whole volume, deletion; what the agent refuses, and that the
+/// gluster CLI's `--remote-host` cannot set a quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pool_made_by_hand_serves_subdirectory_and_static_pvs() {
+    use gk_agent::proto::{
+        SubdirCreateRequest, SubdirGetRequest, VolumeRequest, VolumeStopRequest,
+    };
+    use gk_api::volume_id::EXTERNAL_POOL_SECRET_TYPE;
+    use gk_csi::external::ExternalPools;
+    use gk_operator::tls::pki::{Ca, Usage};
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, DeleteParams, PostParams};
+    use tonic::Code;
+
+    // The owners' pool: three servers with their own CA, peers probed over TLS.
+    let now = std::time::SystemTime::now();
+    let ca = Ca::generate("legacy-owners-ca", now).unwrap();
+    let node_files = (0..3)
+        .map(|i| {
+            let cert = ca
+                .issue(
+                    &format!("legacy-{}", i + 1),
+                    &[format!("10.213.0.{}", i + 1)],
+                    Usage::Peer,
+                    now,
+                )
+                .unwrap();
+            owner_files(&ca, cert)
+        })
+        .collect();
+    let net = GlusterNet::start_tls(node_files).unwrap();
+    net.form_pool().await.unwrap();
+    let g = net.gluster(0);
+    g.volume_create(
+        "legacy",
+        gk_gluster::VolumeLayout::Replicate { replica: 3 },
+        &net.bricks("legacy"),
+        false,
+    )
+    .await
+    .unwrap();
+    for (k, v) in [
+        ("client.ssl", "on"),
+        ("server.ssl", "on"),
+        ("auth.ssl-allow", "legacy-1,legacy-2,legacy-3,legacy-k8s"),
+    ] {
+        g.volume_set("legacy", k, v).await.unwrap();
+    }
+    g.volume_start("legacy").await.unwrap();
+
+    // Kubernetes' nodes present a certificate of the owners' CA; this one is the node plugin.
+    let k8s_node = net
+        .add_client(
+            150,
+            Some(&owner_files(
+                &ca,
+                ca.issue("legacy-k8s", &[], Usage::Client, now).unwrap(),
+            )),
+            true,
+        )
+        .unwrap();
+    // Data the owners already keep on the volume.
+    let seed = k8s_node.mount_dir("seed").unwrap();
+    k8s_node
+        .mounter()
+        .mount_secure(
+            &net.mount_source("legacy"),
+            &seed,
+            &k8s_node.log_file("seed"),
+            &[],
+        )
+        .await
+        .unwrap();
+    let report = gk_testenv::test_data(20, 3 << 20);
+    std::fs::create_dir_all(seed.join("archive")).unwrap();
+    std::fs::write(seed.join("archive/report.bin"), &report).unwrap();
+    std::fs::create_dir_all(seed.join("team-a-data")).unwrap();
+    std::fs::write(seed.join("team-a-data/keep.txt"), b"owned by team a").unwrap();
+    gk_mount::unmount(&seed).unwrap();
+
+    // The agent the owners start on their first server, for the CSI driver and this volume
+    // only, with a client CA of their own.
+    let agent_pki = gk_testenv::agents::TestPki::new("legacy-agent-ca").unwrap();
+    let serving = agent_pki
+        .issue("agent", &["agent.legacy.example", "127.0.0.1"], true)
+        .unwrap();
+    let csi_cert = agent_pki.issue("csi-controller", &[], false).unwrap();
+    let server0 = &net.nodes()[0];
+    let agent_mounts = net.node_client(0).unwrap();
+    let agent = gk_agent::Agent::new(
+        net.gluster(0),
+        gk_agent::AgentConfig {
+            advertise_address: server0.address.clone(),
+            volfile_server: server0.address.clone(),
+            mount_root: agent_mounts.mount_dir("agent").unwrap(),
+            mounter: agent_mounts.mounter(),
+            brick_roots: vec![server0.brick_root()],
+            gluster_log_dir: server0.log_dir(),
+        },
+    )
+    .for_external_volumes(["legacy".to_string()]);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let agent_addr = listener.local_addr().unwrap();
+    let tls = gk_agent::tls::server_config(
+        agent_pki.ca_pem().as_bytes(),
+        serving.cert.as_bytes(),
+        serving.key.as_bytes(),
+    );
+    tokio::spawn(gk_agent::serve(
+        agent,
+        listener,
+        tls,
+        std::future::pending(),
+    ));
+
+    // The Secret that describes the pool, in the driver's namespace.
+    let cp = gk_testenv::k8s::ControlPlane::ensure().unwrap();
+    let kube = cp.client().await.unwrap();
+    let ns = "gk-csi-external";
+    gk_testenv::k8s::ControlPlane::ensure_namespace(&kube, ns)
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(kube.clone(), ns);
+    let client_files = std::fs::read_to_string(k8s_node.ssl_dir().join("glusterfs.pem")).unwrap();
+    let client_key = std::fs::read_to_string(k8s_node.ssl_dir().join("glusterfs.key")).unwrap();
+    let mut data = std::collections::BTreeMap::from([
+        ("volume", "legacy".to_string()),
+        ("servers", "10.213.0.1,10.213.0.2,10.213.0.3".to_string()),
+        ("agents", agent_addr.to_string()),
+        ("agentServerName", "agent.legacy.example".to_string()),
+        ("ca.crt", agent_pki.ca_pem()),
+        ("tls.crt", csi_cert.cert.clone()),
+        ("tls.key", csi_cert.key.clone()),
+        ("glusterfs.pem", client_files),
+        ("glusterfs.key", client_key),
+        ("glusterfs.ca", ca.pem().cert_pem.clone()),
+    ]);
+    let put = |name: &str, data: &std::collections::BTreeMap<&str, String>| {
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": ns},
+            "type": EXTERNAL_POOL_SECRET_TYPE,
+            "stringData": data,
+        }))
+        .unwrap();
+        let secrets = secrets.clone();
+        let name = name.to_string();
+        async move {
+            let _ = secrets.delete(&name, &DeleteParams::default()).await;
+            secrets
+                .create(&PostParams::default(), &secret)
+                .await
+                .unwrap();
+        }
+    };
+    put("legacy", &data).await;
+    data.remove("agents");
+    put("broken", &data).await;
+
+    let ctrl = ControllerService::new(StaticPools::default())
+        .with_external(ExternalPools::new(kube.clone(), ns.to_string()));
+    use csi::controller_server::Controller;
+    use csi::node_server::Node;
+    let create = |name: &str, pool: &str, extra: &[(&str, &str)]| {
+        let mut parameters = HashMap::from([
+            ("mode".to_string(), "external".to_string()),
+            ("pool".to_string(), pool.to_string()),
+        ]);
+        for (k, v) in extra {
+            parameters.insert(k.to_string(), v.to_string());
+        }
+        tonic::Request::new(csi::CreateVolumeRequest {
+            name: name.into(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: 10 << 20,
+                limit_bytes: 0,
+            }),
+            volume_capabilities: vec![rwx()],
+            parameters,
+            ..Default::default()
+        })
+    };
+
+    // Refusals name what is wrong.
+    let refused = |r: Result<tonic::Response<csi::CreateVolumeResponse>, tonic::Status>| {
+        r.expect_err("refused")
+    };
+    let e = refused(
+        ctrl.create_volume(create("pvc-x", "default/legacy", &[]))
+            .await,
+    );
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("parameters.pool"), "{e:?}");
+    let e = refused(
+        ctrl.create_volume(create("pvc-x", &format!("{ns}/broken"), &[]))
+            .await,
+    );
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("data.agents"), "{e:?}");
+    secrets
+        .delete("broken", &DeleteParams::default())
+        .await
+        .unwrap();
+    let e = refused(
+        ctrl.create_volume(create("pvc-x", &format!("{ns}/absent"), &[]))
+            .await,
+    );
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    // Quota is the owners' call: the agent never turns it on, it says how.
+    let e = refused(
+        ctrl.create_volume(create("pvc-x", &format!("{ns}/legacy"), &[]))
+            .await,
+    );
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(
+        e.message().contains("gluster volume quota legacy enable"),
+        "{e:?}"
+    );
+    g.quota_enable("legacy").await.unwrap();
+    g.quota_check_timeouts(
+        "legacy",
+        gk_agent::quota::SOFT_TIMEOUT_SECONDS,
+        gk_agent::quota::HARD_TIMEOUT_SECONDS,
+    )
+    .await
+    .unwrap();
+
+    let vol = ctrl
+        .create_volume(create("pvc-ext-1", &format!("{ns}/legacy"), &[]))
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    assert_eq!(vol.volume_id, format!("external/{ns}/legacy/pvc-ext-1"));
+    assert_eq!(vol.volume_context["tls"], "true");
+    assert_eq!(vol.volume_context["tlsSecret"], "legacy");
+    assert_eq!(vol.volume_context["glusterVolume"], "legacy");
+
+    // The node plugin stages and publishes it with the pool's certificate.
+    let mut node = gk_csi::node::NodeService::new(
+        "node-1".into(),
+        k8s_node.mounter(),
+        net.scratch_dir("csi-external-node").unwrap(),
+    );
+    node.tls_dir = Some(k8s_node.ssl_dir());
+    node.kubelet.root = k8s_node.mount_dir("kubelet").unwrap();
+    let kubelet = node.kubelet.root.clone();
+    let stage = |id: &str, ctx: &HashMap<String, String>, staging: &Path| {
+        tonic::Request::new(csi::NodeStageVolumeRequest {
+            volume_id: id.into(),
+            staging_target_path: staging.display().to_string(),
+            volume_capability: Some(rwx()),
+            volume_context: ctx.clone(),
+            ..Default::default()
+        })
+    };
+    let publish = |id: &str, staging: &Path, target: &Path| {
+        tonic::Request::new(csi::NodePublishVolumeRequest {
+            volume_id: id.into(),
+            staging_target_path: staging.display().to_string(),
+            target_path: target.display().to_string(),
+            volume_capability: Some(rwx()),
+            ..Default::default()
+        })
+    };
+    let staging = kubelet.join("plugins/kubernetes.io/csi/pv-ext/globalmount");
+    let target = kubelet.join("pods/pod-ext/volumes/pv-ext/mount");
+    node.node_stage_volume(stage(&vol.volume_id, &vol.volume_context, &staging))
+        .await
+        .unwrap();
+    node.node_publish_volume(publish(&vol.volume_id, &staging, &target))
+        .await
+        .unwrap();
+    // df shows the PV's size; a write past it fails with EDQUOT.
+    let st = nix::sys::statvfs::statvfs(&target).unwrap();
+    assert_eq!(st.blocks() as u64 * st.fragment_size(), 10 << 20);
+    let mut f = std::fs::File::create(target.join("fill")).unwrap();
+    let chunk = vec![7u8; 1 << 20];
+    let mut written = 0;
+    let err = loop {
+        match f.write_all(&chunk).and_then(|_| f.sync_data()) {
+            Ok(()) => written += 1,
+            Err(e) => break e,
+        }
+        assert!(written <= 40, "wrote {written} MiB into a 10 MiB volume");
+    };
+    assert_eq!(err.raw_os_error(), Some(nix::libc::EDQUOT), "{err}");
+    drop(f);
+    println!("EDQUOT after {written} MiB on a 10 MiB PV of the pool made by hand");
+
+    // A static PV of the whole existing volume: its data is there, as the owners left it.
+    let static_ctx = HashMap::from([
+        (
+            "servers".to_string(),
+            "10.213.0.1,10.213.0.2,10.213.0.3".to_string(),
+        ),
+        ("glusterVolume".to_string(), "legacy".to_string()),
+        ("tls".to_string(), "true".to_string()),
+        ("tlsSecret".to_string(), "legacy".to_string()),
+    ]);
+    let whole_staging = kubelet.join("plugins/kubernetes.io/csi/pv-whole/globalmount");
+    let whole = kubelet.join("pods/pod-whole/volumes/pv-whole/mount");
+    let mut typo = static_ctx.clone();
+    typo.insert("server".into(), "10.213.0.1".into());
+    let e = node
+        .node_stage_volume(stage("static-legacy", &typo, &whole_staging))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("volume_context.server"), "{e:?}");
+    node.node_stage_volume(stage("static-legacy", &static_ctx, &whole_staging))
+        .await
+        .unwrap();
+    node.node_publish_volume(publish("static-legacy", &whole_staging, &whole))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read(whole.join("archive/report.bin")).unwrap(),
+        report
+    );
+    // The PV's directory, as the volume's root shows it: what was written, within the limit.
+    let filled = std::fs::metadata(whole.join("pvc-ext-1/fill"))
+        .unwrap()
+        .len();
+    assert!(
+        (written << 20..=10 << 20).contains(&filled),
+        "{filled} bytes"
+    );
+
+    // The owners' agent serves the CSI driver and nothing else.
+    let mut agent = gk_api::agents::connect(
+        "127.0.0.1",
+        agent_addr.port(),
+        &gk_api::agents::AgentCredentials {
+            ca_pem: agent_pki.ca_pem(),
+            cert_pem: csi_cert.cert.clone(),
+            key_pem: csi_cert.key.clone(),
+            server_name: "agent.legacy.example".into(),
+        },
+    )
+    .unwrap();
+    let denied = agent
+        .volume_stop(VolumeStopRequest {
+            name: "legacy".into(),
+            force: true,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
+    let denied = agent
+        .volume_delete(VolumeRequest {
+            name: "legacy".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
+    let denied = agent
+        .subdir_create(SubdirCreateRequest {
+            volume: "other".into(),
+            path: "/x".into(),
+            limit_bytes: 1 << 20,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
+    assert!(
+        denied.message().contains("--external-volumes legacy"),
+        "{denied:?}"
+    );
+
+    // Why an agent: glusterd serves the gluster CLI's --remote-host only its read-only
+    // commands (gd_svc_cli_trusted_progs), with management TLS too.
+    let remote = |words: &[&str]| {
+        let mut all = vec!["gluster", "--remote-host=10.213.0.1", "--mode=script"];
+        all.extend_from_slice(words);
+        run_in(&k8s_node, &all)
+    };
+    let (ok, out) = remote(&["volume", "info", "legacy"]);
+    assert!(ok && out.contains("legacy"), "remote volume info: {out}");
+    let (ok, out) = remote(&[
+        "volume",
+        "quota",
+        "legacy",
+        "limit-usage",
+        "/pvc-ext-1",
+        "1GB",
+    ]);
+    println!("gluster --remote-host ... volume quota limit-usage: ok={ok}: {out}");
+    assert!(!ok, "a remote CLI set a quota: {out}");
+    // glusterd's own words: the quota procedure is not in the program it serves over TCP.
+    let log = net.nodes()[0].glusterd_log_tail(200);
+    let refusal = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("procedure not available"))
+        .unwrap_or_else(|| panic!("glusterd logged no refusal:\n{log}"));
+    println!("glusterd: {refusal}");
+    assert!(refusal.contains("GlusterD svc cli read-only"), "{refusal}");
+    let limit = agent
+        .subdir_get(SubdirGetRequest {
+            volume: "legacy".into(),
+            path: "/pvc-ext-1".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .limit_bytes;
+    assert_eq!(limit, 10 << 20, "the remote CLI changed nothing");
+
+    // ListVolumes finds the pool by its Secret's type.
+    let listed = ctrl
+        .list_volumes(tonic::Request::new(csi::ListVolumesRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed
+        .entries
+        .iter()
+        .any(|e| e.volume.as_ref().unwrap().volume_id == vol.volume_id));
+
+    // A directory the owners made, taken over by a subDir template, keeps its data when the
+    // PV goes; the driver's own directory is deleted.
+    let reused = ctrl
+        .create_volume(create(
+            "pvc-ext-2",
+            &format!("{ns}/legacy"),
+            &[
+                ("subDir", "${pvc.metadata.namespace}-${pvc.metadata.name}"),
+                ("csi.storage.k8s.io/pvc/namespace", "team-a"),
+                ("csi.storage.k8s.io/pvc/name", "data"),
+            ],
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    assert_eq!(
+        reused.volume_id,
+        format!("external/{ns}/legacy/team-a-data")
+    );
+    node.node_unpublish_volume(tonic::Request::new(csi::NodeUnpublishVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        target_path: target.display().to_string(),
+    }))
+    .await
+    .unwrap();
+    node.node_unstage_volume(tonic::Request::new(csi::NodeUnstageVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        staging_target_path: staging.display().to_string(),
+    }))
+    .await
+    .unwrap();
+    for id in [&vol.volume_id, &reused.volume_id] {
+        ctrl.delete_volume(tonic::Request::new(csi::DeleteVolumeRequest {
+            volume_id: id.clone(),
+            secrets: HashMap::new(),
+        }))
+        .await
+        .unwrap();
+    }
+    assert!(
+        !whole.join("pvc-ext-1").exists(),
+        "the PV's directory is gone"
+    );
+    assert_eq!(
+        std::fs::read(whole.join("team-a-data/keep.txt")).unwrap(),
+        b"owned by team a"
+    );
+    assert_eq!(
+        std::fs::read(whole.join("archive/report.bin")).unwrap(),
+        report
+    );
+
+    node.node_unpublish_volume(tonic::Request::new(csi::NodeUnpublishVolumeRequest {
+        volume_id: "static-legacy".into(),
+        target_path: whole.display().to_string(),
+    }))
+    .await
+    .unwrap();
+    node.node_unstage_volume(tonic::Request::new(csi::NodeUnstageVolumeRequest {
+        volume_id: "static-legacy".into(),
+        staging_target_path: whole_staging.display().to_string(),
+    }))
+    .await
+    .unwrap();
+    let _ = secrets.delete("legacy", &DeleteParams::default()).await;
 }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use gk_testenv::deploy::{self, render, run_helm};
+use gk_testenv::deploy::{self, metric_names, render, run_helm};
 use gk_testenv::k8s::ControlPlane;
 use gk_testenv::repo_root;
 use gk_testenv::roles::{as_service_account, CallLog};
@@ -212,6 +212,96 @@ fn chart_lints_clean() {
     }
 }
 
+/// The release's chart archive (docs/release.md): `helm package` names it with the
+/// workspace version, and `helm show chart` of the archive says that version.
+#[test]
+fn chart_packages_with_the_workspace_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart = deploy::chart_dir();
+    let out = run_helm(&[
+        "package",
+        chart.to_str().unwrap(),
+        "-d",
+        dir.path().to_str().unwrap(),
+    ])
+    .unwrap();
+    let archive = dir
+        .path()
+        .join(format!("glusterkube-{}.tgz", env!("CARGO_PKG_VERSION")));
+    assert!(archive.is_file(), "{out}");
+    let shown: Value =
+        serde_yaml::from_str(&run_helm(&["show", "chart", archive.to_str().unwrap()]).unwrap())
+            .unwrap();
+    assert_eq!(shown["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(shown["appVersion"], env!("CARGO_PKG_VERSION"));
+}
+
+/// The root Dockerfile builds what tests/env/images.sh builds: the same Debian packages,
+/// the same binaries, one target per image of ours with the same entrypoint.
+#[test]
+fn dockerfile_matches_the_image_builder() {
+    let root = gk_testenv::repo_root();
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    let builder = std::fs::read_to_string(root.join("tests/env/images.sh")).unwrap();
+    let words = |s: &str| -> Vec<String> {
+        let mut w: Vec<String> = s.split_whitespace().map(String::from).collect();
+        w.sort();
+        w
+    };
+    let packages = builder
+        .lines()
+        .find_map(|l| l.strip_prefix("debian_packages=("))
+        .and_then(|l| l.strip_suffix(')'))
+        .expect("debian_packages in images.sh");
+    let base = dockerfile
+        .split("AS base")
+        .nth(1)
+        .and_then(|b| b.split("apt-get install -y --no-install-recommends").nth(1))
+        .and_then(|b| b.split("\\").next())
+        .expect("the base stage's apt-get install");
+    assert_eq!(words(base), words(packages), "Debian packages differ");
+    let bins = |text: &str| -> Vec<String> {
+        let mut b: Vec<String> = text
+            .split("--bin ")
+            .skip(1)
+            .map(|s| {
+                s.chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect::<String>()
+            })
+            .collect();
+        b.sort();
+        b
+    };
+    assert_eq!(bins(&dockerfile), bins(&builder), "cargo binaries differ");
+    for image in [
+        "brick",
+        "csi",
+        "operator",
+        "csi-liveness",
+        "csi-node-registrar",
+    ] {
+        let entry = builder
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("image {image} \'")))
+            .and_then(|l| l.split('\'').next())
+            .unwrap_or_else(|| panic!("images.sh builds no image {image}"));
+        let stage = dockerfile
+            .split("\nFROM ")
+            .find(|s| {
+                s.lines()
+                    .next()
+                    .is_some_and(|l| l.ends_with(&format!(" AS {image}")))
+            })
+            .unwrap_or_else(|| panic!("the Dockerfile has no target {image}"));
+        let want = format!("ENTRYPOINT {entry}");
+        assert!(
+            stage.lines().any(|l| l.replace(", ", ",") == want),
+            "target {image}: want {want} in\n{stage}"
+        );
+    }
+}
+
 #[test]
 fn chart_version_is_the_workspace_version() {
     let chart: Value = serde_yaml::from_str(
@@ -274,7 +364,7 @@ fn bad_values_fail_naming_the_value() {
             "kubeletDir",
         ),
         ("operator.refreshSeconds=0", "refreshSeconds"),
-        ("operator.replicas=2", "replicas"),
+        ("operator.replicas=0", "replicas"),
         ("storageClasses[0].name=x", "parameters"),
         ("csi.fsGroupPolicy=Sometimes", "fsGroupPolicy"),
     ] {
@@ -361,8 +451,8 @@ fn check_rbac(text: &str, release: &str, ns: &str) {
     let roles = roles(&objects);
     assert_eq!(
         roles.len(),
-        4,
-        "operator and CSI controller ClusterRoles, the lease Role, the mount pods' Role"
+        5,
+        "operator and CSI controller ClusterRoles, the two lease Roles, the mount pods' Role"
     );
     let mut rules = 0;
     for (role, subjects) in &roles {
@@ -448,6 +538,46 @@ fn check_rbac(text: &str, release: &str, ns: &str) {
             !grants(csi, "", "secrets", verb),
             "csi-controller secrets {verb}"
         );
+    }
+
+    // The operator's Role is its leader Lease alone, in the release namespace.
+    let operator_sa = format!("{ns}/{full}-operator");
+    let (lease_role, _) = roles
+        .iter()
+        .find(|(r, s)| r["kind"] == "Role" && s.contains(&operator_sa))
+        .expect("the operator's lease Role");
+    assert_eq!(lease_role["metadata"]["namespace"], ns);
+    for rule in lease_role["rules"].as_array().unwrap() {
+        assert_eq!(
+            strings(&rule["apiGroups"]),
+            ["coordination.k8s.io"],
+            "{rule}"
+        );
+        assert_eq!(strings(&rule["resources"]), ["leases"], "{rule}");
+        for v in strings(&rule["verbs"]) {
+            assert!(["get", "create", "patch"].contains(&v), "{rule}");
+        }
+    }
+
+    // The CSI controller's Role, in the release namespace: its sidecars' Leases, and listing
+    // the Secrets of external pools, which live there (reading one by name is the
+    // ClusterRole's get).
+    let csi_sa = format!("{ns}/{full}-csi-controller");
+    let (csi_role, _) = roles
+        .iter()
+        .find(|(r, s)| r["kind"] == "Role" && s.contains(&csi_sa))
+        .expect("the CSI controller's Role");
+    assert_eq!(csi_role["metadata"]["namespace"], ns);
+    for rule in csi_role["rules"].as_array().unwrap() {
+        match strings(&rule["resources"]).as_slice() {
+            ["leases"] => {
+                for v in strings(&rule["verbs"]) {
+                    assert!(["get", "create", "update"].contains(&v), "{rule}");
+                }
+            }
+            ["secrets"] => assert_eq!(strings(&rule["verbs"]), ["list"], "{rule}"),
+            other => panic!("the CSI controller's Role grants {other:?}"),
+        }
     }
 
     // The node plugin may only make, read and delete pods (its mount pods), in its own
@@ -783,19 +913,53 @@ fn ds_default_strategy() -> Value {
     ds["spec"]["updateStrategy"]["type"].clone()
 }
 
-/// Metric names a PromQL expression refers to.
-fn metric_names(expr: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = expr;
-    while let Some(i) = rest.find("glusterkube_") {
-        let tail = &rest[i..];
-        let end = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(tail.len());
-        out.push(tail[..end].to_string());
-        rest = &tail[end..];
+#[test]
+fn alerts_fire_as_their_unit_tests_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = deploy::alert_rules().unwrap();
+    std::fs::write(
+        dir.path().join("rules.yaml"),
+        serde_yaml::to_string(&rules).unwrap(),
+    )
+    .unwrap();
+    let cases = repo_root().join("tests/alerts/glusterkube.test.yaml");
+    let test_file = dir.path().join("glusterkube.test.yaml");
+    std::fs::copy(&cases, &test_file).unwrap();
+    let promtool = deploy::tool("promtool").unwrap();
+    for args in [
+        vec!["check", "rules", "rules.yaml"],
+        vec!["test", "rules", "glusterkube.test.yaml"],
+    ] {
+        let out = std::process::Command::new(&promtool)
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {args:?}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-    out
+    // Every alert has cases: one where it fires (and, in the file, one where it must not).
+    let tested: Value = serde_yaml::from_str(&std::fs::read_to_string(&cases).unwrap()).unwrap();
+    let firing: BTreeSet<&str> = tested["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["alert_rule_test"].as_array().unwrap())
+        .filter(|c| c["exp_alerts"].as_array().is_some_and(|a| !a.is_empty()))
+        .filter_map(|c| c["alertname"].as_str())
+        .collect();
+    let alerts = deploy::alert_expressions(&rules);
+    assert!(alerts.len() >= 8, "{alerts:?}");
+    for (alert, _) in &alerts {
+        assert!(
+            firing.contains(alert.as_str()),
+            "no case of {cases:?} fires {alert}"
+        );
+    }
 }
 
 #[test]
@@ -804,7 +968,7 @@ fn dashboard_shows_what_the_operator_exports() {
     let m = gk_operator::metrics::Metrics::default();
     m.reconcile_started("GlusterVolume").finish();
     m.error("kube");
-    m.volume("ns", "v", 1, 1, 0);
+    m.volume("ns", "v", &Default::default());
     m.capacity("ns", "v", 1, 0);
     m.persistent_volumes(&BTreeMap::from([(("ns".into(), "v".into()), 1)]));
     let exported: BTreeSet<String> = m
@@ -884,6 +1048,57 @@ fn dashboard_shows_what_the_operator_exports() {
         sm["spec"]["endpoints"][0]["port"],
         svc["spec"]["ports"][0]["name"]
     );
+    // The CSI pods' /metrics: the PodMonitor selects both CSI workloads, and each has the
+    // port it scrapes, on the container that serves it.
+    let pm = on
+        .iter()
+        .find(|o| o["kind"] == "PodMonitor")
+        .expect("a PodMonitor");
+    let components = &pm["spec"]["selector"]["matchExpressions"][0]["values"];
+    for name in ["csi-controller", "csi-node"] {
+        let workload = on
+            .iter()
+            .filter(|o| o["kind"] == "Deployment" || o["kind"] == "DaemonSet")
+            .find(|o| o["metadata"]["labels"]["app.kubernetes.io/component"] == name)
+            .unwrap_or_else(|| panic!("no {name} workload"));
+        let labels = &workload["spec"]["template"]["metadata"]["labels"];
+        assert!(
+            components
+                .as_array()
+                .unwrap()
+                .contains(&labels["app.kubernetes.io/component"]),
+            "the PodMonitor selects {name}"
+        );
+        for (k, v) in pm["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+            assert_eq!(&labels[k], v, "the PodMonitor selects {name}'s pods");
+        }
+        let csi = workload["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "gk-csi")
+            .unwrap();
+        let port = csi["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == pm["spec"]["podMetricsEndpoints"][0]["port"])
+            .unwrap_or_else(|| panic!("{name}'s gk-csi has no metrics port"));
+        let addr = csi["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "GK_METRICS_ADDR")
+            .unwrap()["value"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            addr.ends_with(&format!(":{}", port["containerPort"])),
+            "{name} serves /metrics on {addr}, its port is {}",
+            port["containerPort"]
+        );
+    }
 }
 
 /// deploy/ as kubectl sees it (kustomize), one object per key.
@@ -1124,6 +1339,7 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
         },
         metrics: Arc::new(gk_operator::metrics::Metrics::default()),
         heals: Default::default(),
+        agents: gk_api::agents::cache::AgentCache::new(gk_api::agents::AGENT_PORT),
     });
     // No kubelet runs the brick pod, so the cluster cannot become ready; everything up to
     // asking its agent (PKI Secrets, Service, PDB, StatefulSet, status) must be allowed. An
@@ -1186,11 +1402,9 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
     let (csi, csi_log) =
         as_service_account(cp, release_ns, &format!("{full}-csi-controller")).await;
     use gk_csi::backend::PoolResolver;
-    let pools = gk_csi::kube_pools::KubePools {
-        // Nothing grows a volume here: the growth is not waited for.
-        wait: std::time::Duration::from_secs(1),
-        ..gk_csi::kube_pools::KubePools::new(csi.clone(), 24050)
-    };
+    // Nothing grows a volume here: the growth is not waited for.
+    let pools = gk_csi::kube_pools::KubePools::new(csi.clone(), 24050)
+        .with_wait(std::time::Duration::from_secs(1));
     pools.pools().await.expect("the CSI controller lists pools");
     let key = gk_csi::params::ObjectKey {
         namespace: ns.clone(),
@@ -1223,16 +1437,35 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
     // What resolve does once a pool has mount servers (ours has none without agents): read
     // its cluster, the operator's client certificate, and the cluster's brick pods.
     let gc = Api::<GlusterCluster>::namespaced(csi.clone(), &ns)
-        .get("gluster")
+        .list(&ListParams::default())
         .await
-        .expect("the CSI controller reads GlusterClusters");
+        .expect("the CSI controller lists GlusterClusters")
+        .items
+        .into_iter()
+        .find(|c| kube::ResourceExt::name_any(c) == "gluster")
+        .expect("the cluster is listed");
     let creds = gk_api::agents::read_credentials(&csi, &gc)
         .await
         .expect("the CSI controller reads the operator's certificate");
-    let (up, down) = gk_api::agents::discover(&csi, 24050, &gc, &creds)
+    let (up, down) = gk_api::agents::cache::AgentCache::new(24050)
+        .discover(&csi, &gc, Some(&creds))
         .await
         .expect("the CSI controller lists brick pods");
     assert!(up.is_empty() && down.len() == 1, "no agent runs here");
+    // External pools: their Secrets, listed in the release namespace.
+    gk_csi::external::ExternalPools::new(csi.clone(), release_ns.to_string())
+        .pools()
+        .await
+        .expect("the CSI controller lists external pools in its namespace");
+    assert!(
+        made(
+            &csi_log,
+            "GET",
+            &format!("/namespaces/{release_ns}/secrets")
+        ),
+        "{:?}",
+        csi_log.lock().unwrap()
+    );
     none_forbidden("the CSI controller", &csi_log);
     eprintln!("CSI controller calls: {:?}", csi_log.lock().unwrap());
     // What they must not do (`kubectl auth can-i` prints no and exits 1), checked against
@@ -1625,7 +1858,18 @@ fn chart_wires_flags_the_binaries_declare() {
                 _ => continue,
             };
             let env = c["env"].as_array().cloned().unwrap_or_default();
-            let names = env.iter().map(|e| e["name"].as_str().unwrap().to_string());
+            // A variable only other values expand, as $(POD_IP), is for the kubelet.
+            let expanded = |name: &str| {
+                env.iter()
+                    .filter_map(|e| e["value"].as_str())
+                    .any(|v| v.contains(&format!("$({name})")))
+            };
+            let names = env
+                .iter()
+                .map(|e| e["name"].as_str().unwrap().to_string())
+                .filter(|n| !expanded(n))
+                .collect::<Vec<_>>()
+                .into_iter();
             let args = strings(&c["args"]).into_iter().map(str::to_string);
             for arg in names.chain(args) {
                 assert!(

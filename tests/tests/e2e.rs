@@ -483,17 +483,173 @@ fn helm(k: &Cluster, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The `kubectl gluster` plugin as kubectl finds it: `kubectl-gluster` on PATH, built by
+/// tests/run.sh (`cargo build -p kubectl-gluster`) into the cargo target directory.
+fn kubectl_gluster(k: &Cluster, args: &[&str]) -> (bool, String, String) {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
+    let bin = target.join("debug/kubectl-gluster");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it with `cargo build -p kubectl-gluster` (tests/run.sh does)",
+        bin.display()
+    );
+    let dir = target.join("debug");
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut all = vec!["gluster"];
+    all.extend(args);
+    let out = Command::new("kubectl")
+        .args(&all)
+        .env("KUBECONFIG", &k.cp.kubeconfig)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    eprintln!("e2e: kubectl gluster {}:\n{stdout}{stderr}", args.join(" "));
+    (out.status.success(), stdout, stderr)
+}
+
+/// Runs `kubectl gluster`, failing when it fails; returns what it printed.
+fn kubectl_gluster_ok(k: &Cluster, args: &[&str]) -> String {
+    let (ok, out, err) = kubectl_gluster(k, args);
+    assert!(ok, "kubectl gluster {args:?} failed: {err}");
+    out
+}
+
+/// The kubectl plugin against the live pool: status, bricks, heal, a node's logs, and the
+/// pool's PVs with the directory a deleted Retain PV left behind (`orphan`).
+fn plugin_reads_the_pool(k: &Cluster, kept_pv: &str, orphan: &str) {
+    let status = kubectl_gluster_ok(k, &["status", "-n", NS]);
+    // The whitespace-split row whose cell `col` is `value`.
+    let row = |out: &str, col: usize, value: &str| -> Vec<String> {
+        out.lines()
+            .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+            .find(|c| c.get(col).map(String::as_str) == Some(value))
+            .unwrap_or_else(|| panic!("no row with {value}:\n{out}"))
+    };
+    let demo = row(&status, 1, "demo");
+    // NAMESPACE CLUSTER NODES BRICKS CAPACITY (n%) READY; the cluster's brick count may
+    // still hold the dedicated volume's bricks, deleted just before.
+    assert_eq!(demo[..3], [NS, "demo", "3/3"].map(String::from), "{status}");
+    assert_eq!(demo.get(6).map(String::as_str), Some("True"), "{status}");
+    let pool = row(&status, 1, "pool");
+    // NAMESPACE VOLUME CLUSTER TYPE BRICKS HEAL SPLIT-BRAIN USED (n%) READY DEGRADED
+    assert_eq!(
+        pool[2..5],
+        ["demo", "replicate", "3/3"].map(String::from),
+        "{status}"
+    );
+    assert_eq!(pool[9..11], ["True", "False"].map(String::from), "{status}");
+
+    let bricks = kubectl_gluster_ok(k, &["bricks", "pool", "-n", NS]);
+    let rows: Vec<Vec<&str>> = bricks
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .filter(|c: &Vec<&str>| c.first() == Some(&format!("{NS}/pool").as_str()))
+        .collect();
+    assert_eq!(rows.len(), 3, "{bricks}");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r[1], format!("gk-node-{}", i + 1), "{bricks}");
+        assert_eq!(r[3], "Y", "{bricks}");
+        assert!(
+            r[4].parse::<u32>().is_ok() && r[5].parse::<u16>().is_ok(),
+            "gluster's pid and port: {bricks}"
+        );
+    }
+
+    let heal = kubectl_gluster_ok(k, &["heal", "pool", "-n", NS]);
+    let connected = heal.lines().filter(|l| l.contains("Connected")).count();
+    assert_eq!(connected, 3, "{heal}");
+    assert!(!heal.contains("Split-brain on"), "{heal}");
+
+    let logs = kubectl_gluster_ok(k, &["logs", "gk-node-1", "-n", NS, "--bytes", "2048"]);
+    // glusterd writes to the pod's log (`--log-file=-`), the bricks and the self-heal daemon
+    // to files.
+    for header in [
+        "==> pod demo-gk-node-1-0 <==",
+        "==> /var/log/glusterfs/glustershd.log",
+        "==> /var/log/glusterfs/bricks/var-lib-glusterkube-bricks-gk-demo-pool-0.log",
+    ] {
+        assert!(logs.contains(header), "{header} in:\n{logs}");
+    }
+    // glusterd's own lines come from its `management` translator.
+    let pod_section = logs
+        .split("==> pod demo-gk-node-1-0 <==")
+        .nth(1)
+        .and_then(|rest| rest.split("\n==> ").next())
+        .unwrap_or_default();
+    assert!(
+        pod_section.contains("0-management"),
+        "glusterd's lines in the pod's log:\n{logs}"
+    );
+    let only = kubectl_gluster_ok(k, &["logs", "gk-node-2", "-n", NS, "--which", "bricks"]);
+    let headers: Vec<&str> = only.lines().filter(|l| l.starts_with("==> ")).collect();
+    assert!(
+        !headers.is_empty()
+            && headers
+                .iter()
+                .all(|h| h.starts_with("==> /var/log/glusterfs/bricks/")),
+        "{only}"
+    );
+
+    let pvs = kubectl_gluster_ok(k, &["pvs", "pool", "-n", NS]);
+    let orphan_row = row(&pvs, 0, orphan);
+    assert_eq!(
+        orphan_row.last().map(String::as_str),
+        Some("Orphaned"),
+        "{pvs}"
+    );
+    // The directory is named after the PV; the PV column says no PV names it any more.
+    assert_eq!(
+        orphan_row[1], "-",
+        "the deleted PV {kept_pv} is not listed: {pvs}"
+    );
+    let shared = k.kubectl(&[
+        "-n",
+        NS,
+        "get",
+        "pvc",
+        "shared",
+        "-o",
+        "jsonpath={.spec.volumeName}",
+    ]);
+    let line = pvs
+        .lines()
+        .find(|l| l.contains(&shared))
+        .unwrap_or_else(|| panic!("{shared} in {pvs}"));
+    assert!(
+        line.contains(&format!("{NS}/shared"))
+            && line.contains("Bound")
+            && line.trim_end().ends_with("OK"),
+        "{line}"
+    );
+
+    let (ok, _, err) = kubectl_gluster(k, &["heal", "no-such-volume", "-n", NS]);
+    assert!(
+        !ok && err.contains(&format!("GlusterVolume {NS}/no-such-volume does not exist")),
+        "{err}"
+    );
+}
+
+/// The release namespace's pods of one component, as a JSON list.
+fn release_pods(k: &Cluster, component: &str) -> Value {
+    let selector = format!("app.kubernetes.io/component={component}");
+    k.json(&["-n", RELEASE_NS, "get", "pods", "-l", &selector])
+}
+
 /// The mount pod serving PersistentVolume `pv` and its spec as JSON.
 fn mount_pod_of(k: &Cluster, pv: &str) -> Option<Value> {
     let handle = k.kubectl(&["get", "pv", pv, "-o", "jsonpath={.spec.csi.volumeHandle}"]);
-    let pods = k.json(&[
-        "-n",
-        RELEASE_NS,
-        "get",
-        "pods",
-        "-l",
-        "app.kubernetes.io/component=mount",
-    ]);
+    let pods = release_pods(k, "mount");
     pods["items"]
         .as_array()?
         .iter()
@@ -844,7 +1000,8 @@ spec:
     windows.push(("gluster client killed (SIGKILL)", start, now_ms()));
 
     // e. A brick host drops off the network: the link of gk-node-3's brick pod goes down
-    //    inside its network namespace (no reset reaches the clients) for 30 s. Replica 3 and
+    //    inside its network namespace (no reset reaches the clients) for 30 s, held up to 60 s
+    //    until both volumes have said Degraded. Replica 3 and
     //    disperse 2+1 keep serving from the other two bricks; the volumes are Degraded, then
     //    Ready again with nothing left to heal.
     let dedicated_gv = k.kubectl(&[
@@ -878,23 +1035,35 @@ spec:
     };
     let start = now_ms();
     link("down");
-    let mut saw_degraded = std::collections::BTreeSet::new();
+    // Down for 30 s, longer (up to 60 s) until both volumes have said Degraded.
+    let mut saw_degraded = std::collections::BTreeMap::new();
     let cut_for = Instant::now();
-    while cut_for.elapsed() < Duration::from_secs(30) {
+    while cut_for.elapsed() < Duration::from_secs(30)
+        || (saw_degraded.len() < 2 && cut_for.elapsed() < Duration::from_secs(60))
+    {
         for gv in ["pool", dedicated_gv.as_str()] {
             if let Some(v) = k.json_opt(&["-n", NS, "get", "glustervolume", gv]) {
                 if k.condition(&v, "Degraded").as_deref() == Some("True") {
-                    saw_degraded.insert(gv.to_string());
+                    saw_degraded
+                        .entry(gv.to_string())
+                        .or_insert_with(|| cut_for.elapsed());
                 }
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     link("up");
-    eprintln!("e2e: Degraded while gk-node-3's link was down: {saw_degraded:?}");
+    eprintln!(
+        "e2e: Degraded while gk-node-3's link was down ({:?}), first seen after: {saw_degraded:?}",
+        cut_for.elapsed()
+    );
     // The window takes in the clients' reconnection after the link comes back.
     tokio::time::sleep(Duration::from_secs(20)).await;
-    windows.push(("brick pod's link cut for 30 s (no reset)", start, now_ms()));
+    windows.push((
+        "brick pod's link cut for 30-60 s (no reset)",
+        start,
+        now_ms(),
+    ));
     assert_eq!(
         saw_degraded.len(),
         2,
@@ -1224,6 +1393,95 @@ done"#,
 /// The pool's TLS, checked from outside the operator: its options as gluster reports them,
 /// and a FUSE client in a pod of its own, refused without a certificate and let in with the
 /// CSI node plugins'.
+/// The leader Lease of the chart's operator replicas.
+const OPERATOR_LEASE: &str = "glusterkube-operator";
+
+/// The holder of a Lease in the release namespace.
+fn lease_holder(k: &Cluster, lease: &str) -> Option<String> {
+    k.json_opt(&["-n", RELEASE_NS, "get", "lease", lease])
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+}
+
+/// Two replicas of `component` elect a leader through `lease`: the leader's pod is deleted
+/// and another replica holds the Lease within 60 s.
+async fn failover(k: &Cluster, component: &str, lease: &str) {
+    let pods = release_pods(k, component);
+    let names: Vec<String> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(names.len(), 2, "two {component} replicas: {names:?}");
+    let leader = until(
+        &format!("a {component} replica holds the Lease {lease}"),
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+        || lease_holder(k, lease).filter(|h| names.contains(h)),
+    )
+    .await;
+    let standby = names.iter().find(|n| **n != leader).unwrap().clone();
+    let deleted_at = Instant::now();
+    k.kubectl(&["-n", RELEASE_NS, "delete", "pod", &leader, "--wait=false"]);
+    // The standby, or the pod that replaces the deleted one (it asks for the Lease at once,
+    // while the standby waits out the Lease it last saw), takes the Lease: at once when the
+    // leader released it, at worst once it expired (15 s) after the pod's grace period.
+    let next = until(
+        &format!("another {component} replica holds the Lease {lease}"),
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || lease_holder(k, lease).filter(|h| *h != leader),
+    )
+    .await;
+    let who = if next == standby {
+        "the standby"
+    } else {
+        "its replacement"
+    };
+    eprintln!(
+        "e2e: {component} {next} ({who}) holds {lease} {:?} after the leader {leader}'s pod was deleted",
+        deleted_at.elapsed()
+    );
+}
+
+/// The external-resizer's leader Lease. Its holder is a pod's name (the provisioner's holder
+/// is a generated identity instead, which names no pod to delete).
+fn resizer_lease(k: &Cluster) -> String {
+    let pods = release_pods(k, "csi-controller");
+    let names: Vec<&str> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str())
+        .collect();
+    let leases = k.json(&["-n", RELEASE_NS, "get", "leases"]);
+    let all: Vec<(String, String)> = leases["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                l["spec"]["holderIdentity"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    all.iter()
+        .find(|(name, holder)| {
+            name.starts_with("external-resizer-") && names.contains(&holder.as_str())
+        })
+        .map(|(name, _)| name.clone())
+        .unwrap_or_else(|| {
+            panic!("no resizer Lease held by a CSI controller pod {names:?}: {all:?}")
+        })
+}
+
 async fn tls_enforced(k: &Cluster) {
     let pool = k.json(&["-n", NS, "get", "glustervolume", "pool"]);
     assert_eq!(pool["status"]["mount"]["tls"], true, "{}", pool["status"]);
@@ -1374,7 +1632,8 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         &[
             (
                 "GK_DEMO_HELM_ARGS",
-                "--set operator.refreshSeconds=5 --set operator.rolloutTimeoutSeconds=30",
+                "--set operator.refreshSeconds=5 --set operator.rolloutTimeoutSeconds=30 \
+                 --set operator.replicas=2 --set csi.controller.replicas=2",
             ),
             ("GK_IMAGES_BUILT", "1"),
         ],
@@ -1407,6 +1666,19 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     tls_enforced(&k).await;
     eprintln!(
         "e2e: TLS options set and enforced after {:?}",
+        started.elapsed()
+    );
+
+    // 1c. Two operator replicas: the leader's pod is deleted, the standby holds the Lease,
+    //     and the reconciles below (a brick pod's loss seen and healed, a rollout, ...) are
+    //     its work. The same for two CSI controller replicas: the resizer's leader pod is
+    //     deleted, another takes its Lease, and the online expansion below is its work (the
+    //     PVCs below are provisioned with one replica gone and replaced, too).
+    failover(&k, "operator", OPERATOR_LEASE).await;
+    let lease = resizer_lease(&k);
+    failover(&k, "csi-controller", &lease).await;
+    eprintln!(
+        "e2e: operator and CSI controller failover done after {:?}",
         started.elapsed()
     );
 
@@ -1737,7 +2009,17 @@ spec:
         3,
         "the Retain PV's data stays on all three bricks: {kept:?}"
     );
+    let kept_dir = k.kubectl(&[
+        "get",
+        "pv",
+        &kept_pv,
+        "-o",
+        "jsonpath={.spec.csi.volumeHandle}",
+    ]);
+    let kept_dir = kept_dir.rsplit('/').next().unwrap().to_string();
     k.kubectl(&["delete", "pv", &kept_pv]);
+    // 5b. kubectl gluster reads the pool, and finds the Retain PV's directory orphaned.
+    plugin_reads_the_pool(&k, &kept_pv, &kept_dir);
     k.kubectl(&[
         "delete",
         "storageclass",

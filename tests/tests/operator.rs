@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use csi_proto::v1 as csi;
-use gk_operator::context::Config;
+use gk_operator::context::{BrickPods, Config};
 use gk_operator::crd::{GlusterCluster, GlusterVolume};
 use gk_operator::metrics::Metrics;
 use gk_testenv::gluster_net::{GlusterNet, TlsFiles};
@@ -35,7 +35,10 @@ fn instance() -> String {
 fn start_operator(client: &kube::Client, ns: &str, metrics: Arc<Metrics>) -> JoinHandle<()> {
     let config = Config {
         instance: Some(instance()),
-        brick_image: "glusterkube/brick:test".into(),
+        brick_pods: BrickPods {
+            image: "glusterkube/brick:test".into(),
+            ..BrickPods::default()
+        },
         refresh: Duration::from_secs(3),
         namespace: ns.to_string(),
         ..Config::default()
@@ -389,6 +392,25 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
         "{text}"
     );
     assert!(text.contains("glusterkube_volume_bricks_online"), "{text}");
+    // The chart's alerts query only series this operator really exports.
+    let rules = gk_testenv::deploy::alert_rules().unwrap();
+    for (alert, expr) in gk_testenv::deploy::alert_expressions(&rules) {
+        for name in gk_testenv::deploy::metric_names(&expr) {
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(&format!("{name}{{"))
+                        || l.starts_with(&format!("{name} "))),
+                "alert {alert} queries {name}, which the operator does not export:\n{text}"
+            );
+        }
+    }
+    // A deleted volume's gauges go with it; the others' stay.
+    let r3 = format!("{{namespace=\"{ns}\",volume=\"r3\"}}");
+    assert!(!text.contains(&r3), "r3's gauges outlived it:\n{text}");
+    assert!(
+        text.contains(&format!("{{namespace=\"{ns}\",volume=\"ec\"}}")),
+        "{text}"
+    );
 
     // Leave the namespace clean: the operator finishes the remaining volumes first.
     for name in ["arb", "ec"] {
@@ -995,4 +1017,115 @@ async fn tls_node_checks(client: &kube::Client, ns: &str, net: &GlusterNet, vol:
     }))
     .await
     .unwrap();
+}
+
+/// Two replicas with leader election, as the chart runs them (the chart's role, a Lease in
+/// the release namespace): only the Lease holder reconciles, the standby's controllers never
+/// start while it waits, and when the leader is stopped (its pod deleted) it releases the
+/// Lease and the standby takes over and reconciles what comes next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_standby_replica_takes_over_when_the_leader_stops() {
+    use gk_operator::leader::{lead, Election, Ended};
+    use k8s_openapi::api::coordination::v1::Lease;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    // The API alone: no storage nodes (a second stand-in kubelet would serve the other
+    // test's node names).
+    let env = support::api_env("gk-op").await;
+    let (client, calls) = env.operator.clone();
+    // Not the other test's instance: these replicas must not touch its objects.
+    let instance = format!("ha-{}", std::process::id());
+    const LEASE: &str = "glusterkube-operator";
+    let start = |identity: &str| {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let reconciling = Arc::new(AtomicBool::new(false));
+        let election = Election {
+            namespace: env.ns.clone(),
+            lease: LEASE.into(),
+            identity: identity.into(),
+            duration_seconds: 6,
+            grace_seconds: 2,
+        };
+        let config = Config {
+            instance: Some(instance.clone()),
+            refresh: Duration::from_secs(3),
+            namespace: env.ns.clone(),
+            ..Config::default()
+        };
+        let (c, flag) = (client.clone(), reconciling.clone());
+        let task = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            lead(c.clone(), &election, shutdown, |until| {
+                flag.store(true, Ordering::SeqCst);
+                gk_operator::run(c, config, Arc::new(Metrics::default()), until)
+            })
+            .await
+        });
+        (stop, task, reconciling)
+    };
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.ns);
+    let holder = async || {
+        leases
+            .get_opt(LEASE)
+            .await
+            .ok()
+            .flatten()?
+            .spec?
+            .holder_identity
+    };
+    let volumes: Api<GlusterVolume> = Api::namespaced(env.client.clone(), &env.ns);
+    // A volume of a cluster that does not exist: reconciling it writes ClusterNotFound,
+    // which needs nothing but the API.
+    let reconciled = async |name: &str| {
+        let v: GlusterVolume = serde_json::from_value(json!({
+            "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+            "metadata": {"name": name, "labels": {gk_api::names::INSTANCE_LABEL: instance}},
+            "spec": {"cluster": "absent", "type": "Replicate", "replica": 3, "brickCount": 3},
+        }))
+        .unwrap();
+        volumes.create(&PostParams::default(), &v).await.unwrap();
+        wait_until(&format!("{name} reconciled"), 30, async || {
+            let s = volumes.get(name).await.ok()?.status?;
+            s.conditions
+                .iter()
+                .any(|c| c.reason == "ClusterNotFound")
+                .then_some(())
+        })
+        .await
+    };
+
+    let (stop_a, a, a_reconciling) = start("replica-a");
+    wait_until("replica-a leads", 30, async || {
+        (holder().await? == "replica-a").then_some(())
+    })
+    .await;
+    let (_stop_b, b, b_reconciling) = start("replica-b");
+    reconciled("first").await;
+    tokio::time::sleep(Duration::from_secs(8)).await; // past a whole Lease duration
+    assert!(a_reconciling.load(Ordering::SeqCst));
+    assert!(
+        !b_reconciling.load(Ordering::SeqCst),
+        "the standby started its controllers while replica-a held the Lease"
+    );
+    assert_eq!(holder().await.as_deref(), Some("replica-a"));
+
+    // The leader stops (SIGTERM, as when its pod is deleted): it releases the Lease.
+    let stopped_at = std::time::Instant::now();
+    stop_a.send(()).unwrap();
+    assert_eq!(a.await.unwrap().unwrap(), Ended::Shutdown);
+    wait_until("replica-b leads", 20, async || {
+        (holder().await? == "replica-b").then_some(())
+    })
+    .await;
+    eprintln!(
+        "replica-b took over {:.1} s after replica-a was stopped",
+        stopped_at.elapsed().as_secs_f64()
+    );
+    assert!(b_reconciling.load(Ordering::SeqCst));
+    reconciled("second").await;
+    assert!(!b.is_finished());
+    support::none_forbidden("operator", &calls);
+    support::drop_finalizers(volumes).await;
 }

@@ -4,7 +4,8 @@
 //! remove-brick migration; the brick image changes while a client writes and the pods restart
 //! one at a time, each after heal; the PodDisruptionBudget refuses a second eviction; a dead
 //! node's brick is replaced and healed; and deletion is refused while in use, then keeps the
-//! data under Retain. Every file's content is checked after every step.
+//! data under Retain. A volume made by hand is adopted (a disagreeing spec refused), grown by
+//! brickCount and released. Every file's content is checked after every step.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use gk_api::crd::{GlusterCluster, GlusterVolume, MigrationPhase, ResizeOperation};
 use gk_mount::{self as mount, MountSource};
-use gk_operator::context::Config;
+use gk_operator::context::{BrickPods, Config};
 use gk_operator::metrics::Metrics;
 use gk_testenv::gluster_net::GlusterNet;
 use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
@@ -49,6 +50,29 @@ async fn volume_settled(api: &Api<GlusterVolume>, name: &str, secs: u64) -> Glus
             && s.heal_pending == Some(0);
         ok.then_some(v)
     })
+    .await
+}
+
+/// The status once an expansion of `name` completed with its bricks at `summary` (a failed
+/// one fails the test).
+async fn expanded_to(
+    api: &Api<GlusterVolume>,
+    name: &str,
+    summary: &str,
+) -> gk_api::crd::GlusterVolumeStatus {
+    wait_until(
+        &format!("{name} expanded and rebalanced"),
+        240,
+        async || {
+            let s = api.get(name).await.ok()?.status?;
+            let r = s.resize.clone()?;
+            assert_ne!(r.phase, MigrationPhase::Failed, "{r:?}");
+            (r.operation == ResizeOperation::Expand
+                && r.phase == MigrationPhase::Completed
+                && s.bricks_summary.as_deref() == Some(summary))
+            .then_some(s)
+        },
+    )
     .await
 }
 
@@ -206,7 +230,10 @@ async fn day_two_operations_on_real_gluster() {
     let labels = json!({gk_api::names::INSTANCE_LABEL: instance});
     let config = Config {
         instance: Some(instance.clone()),
-        brick_image: "glusterkube/brick:test".into(),
+        brick_pods: BrickPods {
+            image: "glusterkube/brick:test".into(),
+            ..BrickPods::default()
+        },
         refresh: Duration::from_secs(3),
         rollout_timeout: Duration::from_secs(240),
         namespace: ns.clone(),
@@ -286,6 +313,150 @@ async fn day_two_operations_on_real_gluster() {
     );
     drop(outsider);
 
+    // --- Adoption: a replica-3 volume made by hand with the gluster CLI on nodes 1-3, with
+    // files, becomes managed without moving them; a spec that disagrees with it is refused
+    // and changes nothing; raising brickCount grows it; deleting the GlusterVolume releases
+    // it and the volume keeps running with its data.
+    let seed = "seed-by-hand";
+    g().volume_create(
+        seed,
+        gk_gluster::VolumeLayout::Replicate { replica: 3 },
+        &net.bricks(seed)[..3],
+        false,
+    )
+    .await
+    .unwrap();
+    g().volume_start(seed).await.unwrap();
+    let seed_source = MountSource {
+        volume: seed.into(),
+        ..source.clone()
+    };
+    let seed_root = net.scratch_dir("seed-client").unwrap();
+    let seed_log = net.scratch_dir("logs").unwrap().join("seed-client.log");
+    net.client_mounter()
+        .mount(&seed_source, &seed_root, &seed_log, &[])
+        .await
+        .unwrap();
+    let seed_files = write_files(&seed_root.join("old"), "s", 40, 64 * 1024);
+    let before = g().volume_info(seed).await.unwrap().unwrap();
+    let adopt = |name: &str, extra: serde_json::Value| -> GlusterVolume {
+        let mut spec = json!({"cluster": "pool", "type": "Replicate", "replica": 3,
+                              "brickCount": 3, "existingVolume": seed});
+        for (k, v) in extra.as_object().unwrap() {
+            spec[k] = v.clone();
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+            "metadata": {"name": name, "labels": labels}, "spec": spec,
+        }))
+        .unwrap()
+    };
+    volumes
+        .create(
+            &PostParams::default(),
+            &adopt("seed-wrong", json!({"replica": 2, "brickCount": 2})),
+        )
+        .await
+        .unwrap();
+    let why = wait_until("a disagreeing adoption refused", 60, async || {
+        let s = volumes.get("seed-wrong").await.ok()?.status?;
+        let (_, reason, msg) = condition(&s.conditions, "Ready")?;
+        (reason == "InvalidSpec").then_some(msg)
+    })
+    .await;
+    assert!(
+        why.contains("spec.replica") && why.contains("replica 3"),
+        "{why}"
+    );
+    volumes
+        .delete("seed-wrong", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until("the refused adoption deleted", 60, async || {
+        volumes
+            .get_opt("seed-wrong")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let after = g().volume_info(seed).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            &after.id,
+            &after.bricks,
+            &after.options,
+            after.status.as_str()
+        ),
+        (&before.id, &before.bricks, &before.options, "Started"),
+        "a refused adoption (and its deletion) changed the volume"
+    );
+    volumes
+        .create(&PostParams::default(), &adopt("seed", json!({})))
+        .await
+        .unwrap();
+    let adopted = volume_settled(&volumes, "seed", 120).await;
+    let st = adopted.status.clone().unwrap();
+    assert_eq!(
+        st.volume_id.as_deref(),
+        Some(before.id.as_str()),
+        "recreated"
+    );
+    assert_eq!(st.bricks_summary.as_deref(), Some("3/3"));
+    assert_eq!(st.heal_pending, Some(0));
+    assert_eq!(st.mount.as_ref().map(|m| m.volume.as_str()), Some(seed));
+    assert_eq!(
+        g().volume_info(seed).await.unwrap().unwrap().bricks,
+        before.bricks,
+        "adoption moved bricks"
+    );
+    assert_files(&net, &seed_source, &seed_root, &seed_files).await;
+    eprintln!("day2: adopted {seed} after {:?}", started.elapsed());
+    volumes
+        .patch(
+            "seed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"brickCount": 6}})),
+        )
+        .await
+        .unwrap();
+    let grown = expanded_to(&volumes, "seed", "6/6").await;
+    assert_eq!(grown.resize.unwrap().failures, 0);
+    let info = g().volume_info(seed).await.unwrap().unwrap();
+    assert_eq!(
+        (info.id.as_str(), info.bricks.len()),
+        (before.id.as_str(), 6)
+    );
+    assert_files(&net, &seed_source, &seed_root, &seed_files).await;
+    volumes
+        .delete("seed", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until("the adopted volume released", 60, async || {
+        volumes.get_opt("seed").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let released = g().volume_info(seed).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            released.id.as_str(),
+            released.status.as_str(),
+            released.bricks.len()
+        ),
+        (before.id.as_str(), "Started", 6),
+        "releasing stopped or deleted the adopted volume"
+    );
+    assert_files(&net, &seed_source, &seed_root, &seed_files).await;
+    eprintln!(
+        "day2: adopted, grown and released {seed} after {:?}",
+        started.elapsed()
+    );
+    // Gone by hand again, so the steps below see the cluster as before.
+    mount::unmount(&seed_root).unwrap();
+    g().volume_stop(seed, true).await.unwrap();
+    g().volume_delete(seed).await.unwrap();
+
     // --- Expand 3 -> 6 bricks by size: add-brick of one whole set, then rebalance. Each
     // node's brick filesystem holds 2 GiB, so 3 bricks on 3 nodes hold 2 GiB of replica-3
     // data; 2300Mi needs a fourth node, and bricks come in sets of 3: 6 bricks.
@@ -298,16 +469,7 @@ async fn day_two_operations_on_real_gluster() {
         )
         .await
         .unwrap();
-    let expanded = wait_until("expansion rebalanced", 240, async || {
-        let s = volumes.get("data").await.ok()?.status?;
-        let r = s.resize.clone()?;
-        assert_ne!(r.phase, MigrationPhase::Failed, "{r:?}");
-        (r.operation == ResizeOperation::Expand
-            && r.phase == MigrationPhase::Completed
-            && s.bricks_summary.as_deref() == Some("6/6"))
-        .then_some(s)
-    })
-    .await;
+    let expanded = expanded_to(&volumes, "data", "6/6").await;
     let r = expanded.resize.clone().unwrap();
     eprintln!("day2: expanded after {:?}: {r:?}", started.elapsed());
     assert_eq!(r.failures, 0, "{r:?}");

@@ -34,27 +34,18 @@ pub struct OperatorEnv {
 /// (pids wrap quickly here, and a namespace of an earlier run may still be terminating), and
 /// `nodes` glusterd nodes served as Kubernetes nodes storage-1, storage-2, ….
 pub async fn operator_env(prefix: &str, nodes: usize) -> OperatorEnv {
-    let cp = ControlPlane::ensure().unwrap();
-    let client = cp.client().await.unwrap();
-    ControlPlane::install_crds(&client, &gk_api::crd::all())
-        .await
-        .unwrap();
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    remove_stale_namespaces(&client).await;
-    let ns = format!("{prefix}-{}-{}", std::process::id(), stamp % 1_000_000);
-    ControlPlane::ensure_namespace(&client, &ns).await.unwrap();
+    let ApiEnv {
+        cp,
+        client,
+        ns,
+        roles,
+        operator,
+    } = api_env(prefix).await;
     let net = Arc::new(GlusterNet::start(nodes).unwrap());
     let names: HashMap<String, usize> = (0..nodes)
         .map(|i| (format!("storage-{}", i + 1), i))
         .collect();
     let kubelet = StandInKubelet::start(client.clone(), &ns, net.clone(), names);
-    let roles = ProductRoles::install(&client, &format!("gkt-{}", std::process::id()), &ns)
-        .await
-        .unwrap();
-    let operator = roles.operator(&cp).await;
     let csi_controller = roles.csi_controller(&cp).await;
     OperatorEnv {
         cp,
@@ -68,8 +59,55 @@ pub async fn operator_env(prefix: &str, nodes: usize) -> OperatorEnv {
     }
 }
 
-/// Prefixes of the namespaces these tests (and the footprint bench) make.
-const PREFIXES: [&str; 3] = ["gk-op", "gk-d2", "gk-footprint"];
+/// A namespace of its own with the chart's RBAC, and no storage nodes: for what needs only
+/// the API.
+#[allow(dead_code)] // each test binary compiles this module
+pub struct ApiEnv {
+    pub cp: ControlPlane,
+    pub client: kube::Client,
+    pub ns: String,
+    pub roles: ProductRoles,
+    /// Acts as the chart's operator ServiceAccount.
+    pub operator: (kube::Client, CallLog),
+}
+
+/// The control plane with current CRDs, a namespace named `<prefix>-<pid>-<time>` and the
+/// chart's roles in it.
+pub async fn api_env(prefix: &str) -> ApiEnv {
+    let cp = ControlPlane::ensure().unwrap();
+    let client = cp.client().await.unwrap();
+    ControlPlane::install_crds(&client, &gk_api::crd::all())
+        .await
+        .unwrap();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    remove_stale_namespaces(&client).await;
+    // Nanoseconds: two environments of one test process get different namespaces.
+    let ns = format!("{prefix}-{}-{}", std::process::id(), stamp % 1_000_000_000);
+    ControlPlane::ensure_namespace(&client, &ns).await.unwrap();
+    // A release of its own: the chart's ClusterRoles and bindings are per release, and two
+    // environments of one process must not rebind (or delete) each other's.
+    static RELEASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RELEASES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let release = match n {
+        0 => format!("gkt-{}", std::process::id()),
+        n => format!("gkt-{}-{n}", std::process::id()),
+    };
+    let roles = ProductRoles::install(&client, &release, &ns).await.unwrap();
+    let operator = roles.operator(&cp).await;
+    ApiEnv {
+        cp,
+        client,
+        ns,
+        roles,
+        operator,
+    }
+}
+
+/// Prefixes of the namespaces these tests (and the footprint and provisioning benches) make.
+const PREFIXES: [&str; 4] = ["gk-op", "gk-d2", "gk-footprint", "gk-prov"];
 
 /// Removes what runs that failed left behind: namespaces named `<prefix>-<pid>-<n>` whose
 /// process is gone. Their GlusterVolumes' agents no longer answer, and cluster-wide calls
