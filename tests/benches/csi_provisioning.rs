@@ -1,31 +1,38 @@
-//! CSI provisioning benchmark against real gluster: CreateVolume latency, many subdirectory
-//! PVs on one pool, NodeStage+NodePublish, and re-publishing a staged volume.
+//! CSI provisioning on the production path: the CSI controller's `KubePools` resolver against
+//! the real apiserver, a GlusterCluster (gluster TLS on, the default) and a replica-3 pool
+//! GlusterVolume made by the operator, reached with the operator-issued certificates, on
+//! three real glusterd nodes behind the stand-in kubelet. The operator and the CSI controller
+//! run as the chart's ServiceAccounts, under the chart's roles.
 //!
 //!   cargo bench -p gk-testenv --bench csi_provisioning -- [CREATES] [PVS]
 //!
-//! Prints a Markdown table; docs/benchmarks/csi-provisioning.md keeps the committed results.
+//! Times CREATES CreateVolumes one at a time (as a provisioner with one worker calls them),
+//! then PVS more, then deletes the first CREATES. Checks that each timed PV's limit is on
+//! its directory on every brick. Refuses a busy machine (`GK_BENCH_ANY_LOAD=1` overrides).
+//! Writes docs/benchmarks/csi-provisioning.{json,md} (`GK_BENCH_OUT` elsewhere).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use csi::controller_server::Controller;
-use csi::node_server::Node;
 use csi_proto::v1 as csi;
-use gk_csi::backend::{Pool, StaticPools};
+use gk_api::crd::{GlusterCluster, GlusterVolume};
 use gk_csi::controller::ControllerService;
-use gk_csi::node::NodeService;
-use gk_csi::params::ObjectKey;
-use gk_testenv::agents::AgentSet;
-use gk_testenv::gluster_net::GlusterNet;
+use gk_csi::kube_pools::KubePools;
+use gk_operator::context::{BrickPods, Config};
+use gk_operator::metrics::Metrics;
+use gk_testenv::bench::{self, provisioning::Results, RunInfo};
+use kube::api::{Api, PostParams};
+use serde_json::json;
 use tonic::Request;
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
+#[path = "../tests/support/mod.rs"]
+mod support;
+use support::wait_until;
 
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+fn instance() -> String {
+    format!("prov-{}", std::process::id())
 }
 
 fn cap() -> csi::VolumeCapability {
@@ -37,6 +44,31 @@ fn cap() -> csi::VolumeCapability {
     }
 }
 
+fn ready(conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]) -> bool {
+    let is = |t: &str, s: &str| conds.iter().any(|c| c.type_ == t && c.status == s);
+    is("Ready", "True") && !is("Degraded", "True")
+}
+
+/// The limit gluster enforces on `dir` of a brick (the attribute's versioned name).
+fn brick_limit(dir: &std::path::Path) -> Option<u64> {
+    let key = format!("{}.1", gk_agent::quota::LIMIT_XATTR);
+    let value = xattr_hex(dir, &key)?;
+    gk_agent::quota::decode_limit(&value)
+}
+
+fn xattr_hex(path: &std::path::Path, key: &str) -> Option<Vec<u8>> {
+    let out = std::process::Command::new("getfattr")
+        .args(["-n", key, "-e", "hex", "--absolute-names"])
+        .arg(path)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hex = text.lines().find_map(|l| l.split_once("=0x"))?.1.trim();
+    (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+        .collect()
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<usize> = std::env::args()
@@ -44,35 +76,80 @@ async fn main() {
         .filter_map(|a| a.parse().ok())
         .collect();
     let creates = args.first().copied().unwrap_or(200);
-    let pvs = args.get(1).copied().unwrap_or(1000);
+    let bulk = args.get(1).copied().unwrap_or(1000);
+    assert!(creates >= 1, "CREATES must be at least 1");
+    let command = format!("cargo bench -p gk-testenv --bench csi_provisioning -- {creates} {bulk}");
+    bench::require_quiet(Duration::from_secs(900));
+    // What was built and is measured, read before the run so later edits do not show.
+    let run = RunInfo::now(&command);
 
-    let net = GlusterNet::start(3).expect("glusterd nodes");
-    let agents = AgentSet::start(&net).await.expect("agents");
-    net.form_pool().await.expect("pool");
-    let agent = agents.replica3(&net, 0, "pool").await.expect("pool volume");
-    let key = ObjectKey {
-        namespace: "storage".into(),
-        name: "pool".into(),
+    let support::OperatorEnv {
+        client,
+        ns,
+        net,
+        kubelet: _kubelet,
+        roles: _roles,
+        operator: (operator_client, _),
+        csi_controller: (csi_client, _),
+        ..
+    } = support::operator_env("gk-prov", 3).await;
+    let config = Config {
+        instance: Some(instance()),
+        brick_pods: BrickPods {
+            image: "glusterkube/brick:bench".into(),
+            ..BrickPods::default()
+        },
+        namespace: ns.clone(),
+        ..Config::default()
     };
-    let pool = Pool {
-        agent,
-        volume: "pool".into(),
-        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
-        // Plain gluster: TLS mounts are covered through the operator (tests/tests/operator.rs).
-        tls: false,
-        total_bytes: None,
-    };
-    let pools = StaticPools {
-        pools: Arc::new(HashMap::from([(key, pool)])),
-    };
-    let driver = ControllerService::new(pools);
-    let node = NodeService::new(
-        "node-1".into(),
-        net.client_mounter(),
-        net.scratch_dir("bench-node").unwrap(),
+    let operator = tokio::spawn(gk_operator::run(
+        operator_client,
+        config,
+        Arc::new(Metrics::default()),
+        std::future::pending(),
+    ));
+
+    let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), &ns);
+    let gc: GlusterCluster = serde_json::from_value(json!({
+        "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterCluster",
+        "metadata": {"name": "gluster", "labels": {gk_api::names::INSTANCE_LABEL: instance()}},
+        "spec": {"nodes": (1..=3).map(|i| json!(
+            {"name": format!("storage-{i}"), "storage": {"directory": "/srv/glusterkube"}}
+        )).collect::<Vec<_>>()}
+    }))
+    .unwrap();
+    clusters.create(&PostParams::default(), &gc).await.unwrap();
+    wait_until("GlusterCluster Ready", 300, async || {
+        let c = clusters.get("gluster").await.ok()?;
+        ready(&c.status?.conditions).then_some(())
+    })
+    .await;
+    let volumes: Api<GlusterVolume> = Api::namespaced(client.clone(), &ns);
+    let gv: GlusterVolume = serde_json::from_value(json!({
+        "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+        "metadata": {"name": "pool", "labels": {gk_api::names::INSTANCE_LABEL: instance()}},
+        "spec": {"cluster": "gluster", "type": "Replicate", "replica": 3, "brickCount": 3},
+    }))
+    .unwrap();
+    volumes.create(&PostParams::default(), &gv).await.unwrap();
+    let pool = wait_until("pool GlusterVolume Ready", 300, async || {
+        let v = volumes.get("pool").await.ok()?;
+        ready(&v.status.as_ref()?.conditions).then_some(v)
+    })
+    .await;
+    let status = pool.status.expect("status");
+    assert!(
+        status.mount.as_ref().is_some_and(|m| m.tls),
+        "the pool must be a TLS volume: {:?}",
+        status.mount
     );
-    let params = HashMap::from([("pool".to_string(), "storage/pool".to_string())]);
-    let create = |name: String| csi::CreateVolumeRequest {
+    let brick_paths: Vec<String> = status.bricks.iter().map(|b| b.path.clone()).collect();
+
+    // The CSI controller as the chart's ServiceAccount, with its production resolver.
+    let driver =
+        ControllerService::new(KubePools::new(csi_client, gk_testenv::kubelet::AGENT_PORT));
+    let params = HashMap::from([("pool".to_string(), format!("{ns}/pool"))]);
+    let request = |name: String| csi::CreateVolumeRequest {
         name,
         capacity_range: Some(csi::CapacityRange {
             required_bytes: 1 << 30,
@@ -82,123 +159,104 @@ async fn main() {
         parameters: params.clone(),
         ..Default::default()
     };
+    let mut failures = 0usize;
+    let load_before = bench::load_average();
 
-    // CreateVolume latency, one at a time as a provisioner with one worker would call it.
-    let mut lat = Vec::with_capacity(creates);
+    let t = Instant::now();
+    driver
+        .create_volume(Request::new(request("pvc-first".into())))
+        .await
+        .expect("first CreateVolume");
+    let first_create_ms = t.elapsed().as_secs_f64() * 1e3;
+
+    let mut create_ms = Vec::with_capacity(creates);
+    let mut timed = Vec::with_capacity(creates);
     for i in 0..creates {
         let t = Instant::now();
-        driver
-            .create_volume(Request::new(create(format!("pvc-lat-{i}"))))
-            .await
-            .expect("create");
-        lat.push(t.elapsed());
-    }
-    lat.sort();
-
-    // Many PVs on one pool, counted from the first create to the last.
-    let t = Instant::now();
-    for i in 0..pvs {
-        driver
-            .create_volume(Request::new(create(format!("pvc-many-{i}"))))
-            .await
-            .expect("create");
-    }
-    let many = t.elapsed();
-
-    // Stage + publish, then re-publish of the staged volume at a new target.
-    let vol = driver
-        .create_volume(Request::new(create("pvc-mount".into())))
-        .await
-        .unwrap()
-        .into_inner()
-        .volume
-        .unwrap();
-    let base = net.scratch_dir("bench-kubelet").unwrap();
-    let staging = base.join("staging");
-    let t = Instant::now();
-    node.node_stage_volume(Request::new(csi::NodeStageVolumeRequest {
-        volume_id: vol.volume_id.clone(),
-        staging_target_path: staging.display().to_string(),
-        volume_capability: Some(cap()),
-        volume_context: vol.volume_context.clone(),
-        ..Default::default()
-    }))
-    .await
-    .unwrap();
-    let publish = |target: std::path::PathBuf| csi::NodePublishVolumeRequest {
-        volume_id: vol.volume_id.clone(),
-        staging_target_path: staging.display().to_string(),
-        target_path: target.display().to_string(),
-        volume_capability: Some(cap()),
-        volume_context: vol.volume_context.clone(),
-        ..Default::default()
-    };
-    node.node_publish_volume(Request::new(publish(base.join("pod-0"))))
-        .await
-        .unwrap();
-    let stage_publish = t.elapsed();
-    let mut republish = Vec::new();
-    for i in 1..=20 {
-        let t = Instant::now();
-        node.node_publish_volume(Request::new(publish(base.join(format!("pod-{i}")))))
-            .await
-            .unwrap();
-        republish.push(t.elapsed());
-    }
-    republish.sort();
-
-    // The limit is enforced on the mount (df shows it) as soon as CreateVolume returns.
-    let fs = nix::sys::statvfs::statvfs(&staging).expect("statvfs on the staged volume");
-    let shown = fs.blocks() * fs.fragment_size();
-    assert_eq!(
-        shown,
-        1 << 30,
-        "df on a new PV shows {shown} bytes, not its 1 GiB limit"
-    );
-
-    // glusterd's own quota list catches up in the background; time until it has every PV.
-    let t = Instant::now();
-    let mut agent = agents.client(0).await.expect("agent client");
-    let want = creates + pvs + 1;
-    let listed = loop {
-        match agent
-            .quota_list(gk_agent::proto::VolumeRequest {
-                name: "pool".into(),
-            })
+        match driver
+            .create_volume(Request::new(request(format!("pvc-timed-{i}"))))
             .await
         {
-            Ok(r) => break r.into_inner().entries.len(),
-            Err(s) if s.code() == tonic::Code::Unavailable => continue,
-            Err(s) => panic!("quota list: {}", s.message()),
+            Ok(r) => {
+                create_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                timed.push(r.into_inner().volume.expect("volume"));
+            }
+            Err(s) => {
+                failures += 1;
+                eprintln!("CreateVolume pvc-timed-{i}: {s:?}");
+            }
         }
-    };
-    assert_eq!(listed, want, "glusterd lists {listed} limits, not {want}");
-    let registered = t.elapsed();
+    }
+    // Every timed PV's limit is enforced on every brick when CreateVolume has returned.
+    for v in &timed {
+        let dir = &v.volume_context["subdir"];
+        for b in &brick_paths {
+            let path = std::path::Path::new(b).join(dir.trim_start_matches('/'));
+            assert_eq!(
+                brick_limit(&path),
+                Some(1 << 30),
+                "{} has no 1 GiB limit",
+                path.display()
+            );
+        }
+    }
 
-    println!("| measure | result | target |");
-    println!("|---|---|---|");
-    println!(
-        "| CreateVolume p50 ({creates} creates) | {} | ≤ 50 ms |",
-        ms(percentile(&lat, 0.5))
-    );
-    println!(
-        "| CreateVolume p99 ({creates} creates) | {} | |",
-        ms(percentile(&lat, 0.99))
-    );
-    println!(
-        "| {pvs} subdir PVs on one pool | {:.1} s | ≤ 60 s for 1,000 |",
-        many.as_secs_f64()
-    );
-    println!(
-        "| NodeStage + NodePublish | {} | ≤ 1 s |",
-        ms(stage_publish)
-    );
-    println!(
-        "| re-publish of a staged volume, p50 (20) | {} | ≤ 50 ms |",
-        ms(percentile(&republish, 0.5))
-    );
-    println!(
-        "| after the last create, until glusterd's quota list has all {want} | {:.1} s | |",
-        registered.as_secs_f64()
-    );
+    let t = Instant::now();
+    for i in 0..bulk {
+        if let Err(s) = driver
+            .create_volume(Request::new(request(format!("pvc-bulk-{i}"))))
+            .await
+        {
+            failures += 1;
+            eprintln!("CreateVolume pvc-bulk-{i}: {s:?}");
+        }
+    }
+    let bulk_seconds = t.elapsed().as_secs_f64();
+
+    let mut delete_ms = Vec::with_capacity(timed.len());
+    for v in &timed {
+        let t = Instant::now();
+        match driver
+            .delete_volume(Request::new(csi::DeleteVolumeRequest {
+                volume_id: v.volume_id.clone(),
+                ..Default::default()
+            }))
+            .await
+        {
+            Ok(_) => delete_ms.push(t.elapsed().as_secs_f64() * 1e3),
+            Err(s) => {
+                failures += 1;
+                eprintln!("DeleteVolume {}: {s:?}", v.volume_id);
+            }
+        }
+    }
+    let load_after = bench::load_average();
+
+    let results = Results {
+        run,
+        load_before,
+        load_after,
+        storage: format!(
+            "{}, in loop files on {}",
+            bench::storage_of(&net.nodes()[0].brick_root()),
+            bench::storage_of(&std::env::temp_dir())
+        ),
+        first_create_ms,
+        create_ms,
+        bulk_pvs: bulk,
+        bulk_seconds,
+        failures,
+        delete_ms,
+    };
+    let block = bench::provisioning::render(&results);
+    println!("{block}");
+    bench::write_results(
+        &bench::out_dir(),
+        "csi-provisioning",
+        &serde_json::to_value(&results).unwrap(),
+        &block,
+    )
+    .expect("writing the results");
+    operator.abort();
+    assert_eq!(failures, 0, "calls failed; see above");
 }

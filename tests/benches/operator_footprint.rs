@@ -10,44 +10,41 @@
 //!
 //!   cargo bench -p gk-testenv --bench operator_footprint -- [VOLUMES] [PVS] [STEADY]
 //!
-//! The operator runs in a process of its own (this binary re-executed, running the same
-//! `controller::run` as the shipped binary) so that /proc shows its figures alone; the brick
-//! agents run in this process. Prints a Markdown table; docs/benchmarks/operator-footprint.md
-//! keeps the committed results.
+//! The operator is the shipped binary, `gk-operator` from the same target directory (build it
+//! first: `cargo build --release -p gk-operator`, or name it in GK_OPERATOR_BIN), run as a
+//! process of its own with its production settings, so /proc shows its figures alone; the
+//! brick agents run in this process, gluster TLS on (the default). Refuses a busy machine
+//! (`GK_BENCH_ANY_LOAD=1` overrides). Writes docs/benchmarks/operator-footprint.{json,md}
+//! (`GK_BENCH_OUT` elsewhere).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gk_api::crd::{GlusterCluster, GlusterVolume};
 use gk_api::names::INSTANCE_LABEL;
-use gk_operator::context::Config;
-use gk_operator::metrics::Metrics;
+use gk_testenv::bench::footprint::{memory, Results};
+use gk_testenv::bench::{self, RunInfo};
 use gk_testenv::k8s::ControlPlane;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 use support::wait_until;
 
-/// Set in the re-executed child: where it writes its metrics.
-const CHILD_METRICS: &str = "GK_BENCH_OPERATOR_METRICS";
-const CHILD_INSTANCE: &str = "GK_BENCH_OPERATOR_INSTANCE";
-const CHILD_NAMESPACE: &str = "GK_BENCH_OPERATOR_NAMESPACE";
 const DRIVER: &str = "gluster.glusterkube.dev";
 /// On the bench's namespaces and PersistentVolumes, so that a later run can clean up after
 /// one that failed.
 const BENCH_LABEL: &str = "glusterkube.dev/bench=footprint";
+/// The operator's production refresh interval (its --refresh-seconds default).
+const REFRESH_SECONDS: u64 = 30;
 
 fn main() {
-    if let Ok(path) = std::env::var(CHILD_METRICS) {
-        run_operator(PathBuf::from(path));
-        return;
-    }
     let args: Vec<u64> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())
@@ -55,39 +52,51 @@ fn main() {
     let volumes = args.first().copied().unwrap_or(50) as usize;
     let pvs = args.get(1).copied().unwrap_or(1000) as usize;
     let steady = Duration::from_secs(args.get(2).copied().unwrap_or(120));
+    let command = format!(
+        "cargo build --release -p gk-operator && cargo bench -p gk-testenv --bench \
+         operator_footprint -- {volumes} {pvs} {}",
+        steady.as_secs()
+    );
+    bench::require_quiet(Duration::from_secs(1800));
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap()
-        .block_on(bench(volumes, pvs, steady));
+        .block_on(bench(volumes, pvs, steady, command));
 }
 
-/// The child: the operator's controllers with production settings, like the shipped binary's
-/// runtime (tokio's default multi-thread scheduler), writing its metrics to a file.
-fn run_operator(metrics_file: PathBuf) {
-    let instance = std::env::var(CHILD_INSTANCE).expect("instance");
-    tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let client = kube::Client::try_default().await.expect("kube client");
-        let config = Config {
-            instance: Some(instance),
-            brick_image: "glusterkube/brick:test".into(),
-            namespace: std::env::var(CHILD_NAMESPACE).expect("namespace"),
-            ..Config::default()
-        };
-        let metrics = Arc::new(Metrics::default());
-        let m = metrics.clone();
-        tokio::spawn(async move {
-            loop {
-                let tmp = metrics_file.with_extension("tmp");
-                if std::fs::write(&tmp, m.encode()).is_ok() {
-                    let _ = std::fs::rename(&tmp, &metrics_file);
-                }
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-        });
-        gk_operator::run(client, config, metrics, std::future::pending()).await;
-    });
+/// The shipped operator binary: GK_OPERATOR_BIN, or `gk-operator` in the target directory
+/// this bench was built into.
+fn operator_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("GK_OPERATOR_BIN") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().expect("the bench's own path");
+    // target/<profile>/deps/operator_footprint-<hash>
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("gk-operator"))
+        .expect("a target directory");
+    assert!(
+        bin.exists(),
+        "{} does not exist: build the operator first (cargo build --release -p gk-operator) or \
+         set GK_OPERATOR_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// The operator's /metrics text (a plain HTTP/1.0 GET on loopback).
+async fn scrape(addr: std::net::SocketAddr) -> Option<String> {
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).await.ok()?;
+    body.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
 }
 
 /// The operator's process, ended with the bench even when the bench fails.
@@ -142,10 +151,8 @@ fn clock_ticks() -> f64 {
         .expect("CLK_TCK")
 }
 
-/// The sum of one metric over its label sets that contain `label`, from the child's metrics
-/// file.
-fn metric_sum(file: &Path, name: &str, label: &str) -> Option<f64> {
-    let text = std::fs::read_to_string(file).ok()?;
+/// The sum of one metric over its label sets that contain `label`, from a scrape.
+fn metric_sum(text: &str, name: &str, label: &str) -> Option<f64> {
     let values: Vec<f64> = text
         .lines()
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{') && l.contains(label))
@@ -158,15 +165,9 @@ fn is_true(conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], 
     conds.iter().any(|c| c.type_ == t && c.status == "True")
 }
 
-fn secs(d: Duration) -> String {
-    format!("{:.1} s", d.as_secs_f64())
-}
-
-fn mib(kib: u64) -> String {
-    format!("{:.1} MiB", kib as f64 / 1024.0)
-}
-
-async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
+async fn bench(volume_count: usize, pv_count: usize, steady: Duration, command: String) {
+    // What was built and is measured, read before the run so later edits do not show.
+    let run = RunInfo::now(&command);
     assert!(volume_count >= 1, "VOLUMES must be at least 1");
     // A run that failed half-way may have left objects behind.
     let cp = ControlPlane::ensure().expect("control plane");
@@ -191,13 +192,32 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
         .unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    let metrics_file = dir.path().join("metrics.txt");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metrics_addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let log = std::fs::File::create(dir.path().join("operator.log")).unwrap();
+    let load_before = bench::load_average();
     let child = Operator(
-        std::process::Command::new(std::env::current_exe().unwrap())
-            .env(CHILD_METRICS, &metrics_file)
-            .env(CHILD_INSTANCE, &instance)
-            .env(CHILD_NAMESPACE, &ns)
+        std::process::Command::new(operator_binary())
+            .args([
+                "--metrics-addr",
+                &metrics_addr.to_string(),
+                "--instance",
+                &instance,
+                "--namespace",
+                &ns,
+                "--leader-election",
+                "false",
+                "--brick-image",
+                "glusterkube/brick:bench",
+            ])
             .env("KUBECONFIG", &cp.kubeconfig)
+            .env("RUST_LOG", "warn")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
             .spawn()
             .expect("starting the operator"),
     );
@@ -311,18 +331,15 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
         "the operator to count every PersistentVolume",
         120,
         async || {
-            let counted = metric_sum(
-                &metrics_file,
-                "glusterkube_volume_persistent_volumes",
-                &ns_label,
-            );
+            let text = scrape(metrics_addr).await?;
+            let counted = metric_sum(&text, "glusterkube_volume_persistent_volumes", &ns_label);
             (counted == Some(want)).then_some(())
         },
     )
     .await;
     let pvs_counted = t.elapsed();
-    let online =
-        metric_sum(&metrics_file, "glusterkube_volume_bricks_online", &ns_label).unwrap_or(0.0);
+    let scraped = scrape(metrics_addr).await.expect("the operator's /metrics");
+    let online = metric_sum(&scraped, "glusterkube_volume_bricks_online", &ns_label).unwrap_or(0.0);
     assert_eq!(
         online,
         3.0 * volume_count as f64,
@@ -344,66 +361,45 @@ async fn bench(volume_count: usize, pv_count: usize, steady: Duration) {
         .filter(|(at, _)| *at >= steady_from)
         .map(|(_, u)| u.rss_kib)
         .collect();
-    let reconciles = metric_sum(&metrics_file, "glusterkube_reconciles_total", "").unwrap_or(0.0);
+    let scraped = scrape(metrics_addr).await.expect("the operator's /metrics");
+    let reconciles = metric_sum(&scraped, "glusterkube_reconciles_total", "").unwrap_or(0.0);
+    let held = memory(pid).expect("operator running");
     sampler.abort();
     drop(child);
+    let load_after = bench::load_average();
 
-    let mut rows: Vec<(String, String)> = Vec::new();
-    let mut row = |what: &str, value: String| rows.push((what.to_string(), value));
-    row("3-node GlusterCluster: apply → Ready", secs(cluster_ready));
-    row("replica-3 GlusterVolume: apply → Ready", secs(volume_ready));
-    row(
-        &format!(
-            "{} more GlusterVolumes applied at once → all Ready",
-            volume_count - 1
+    let results = Results {
+        run,
+        load_before,
+        load_after,
+        volumes: volume_count,
+        pvs: pv_count,
+        refresh_seconds: REFRESH_SECONDS,
+        steady_seconds: steady.as_secs_f64(),
+        cluster_ready_s: cluster_ready.as_secs_f64(),
+        first_volume_ready_s: volume_ready.as_secs_f64(),
+        rest_ready_s: rest_ready.as_secs_f64(),
+        pvs_counted_s: pvs_counted.as_secs_f64(),
+        peak_rss_kib: after.peak_kib,
+        build_cpu_s: built.cpu,
+        build_wall_s: build_wall.as_secs_f64(),
+        steady_rss_kib: (
+            steady_rss.iter().min().copied().unwrap_or(0),
+            steady_rss.iter().max().copied().unwrap_or(0),
         ),
-        secs(rest_ready),
-    );
-    row(&format!("{pv_count} PersistentVolumes created → all in the operator's metrics (counted every 30 s)"),
-        secs(pvs_counted),
-    );
-    row(
-        "operator peak RSS (build-up and steady state)",
-        mib(after.peak_kib),
-    );
-    row(
-        "operator CPU during build-up (seconds, % of one core)",
-        format!(
-            "{:.1} s over {}, {:.1} %",
-            built.cpu,
-            secs(build_wall),
-            100.0 * built.cpu / build_wall.as_secs_f64()
-        ),
-    );
-    let (lo, hi) = (
-        steady_rss.iter().min().copied().unwrap_or(0),
-        steady_rss.iter().max().copied().unwrap_or(0),
-    );
-    row(
-        &format!("operator RSS in steady state ({} s)", steady.as_secs()),
-        format!("{} – {}", mib(lo), mib(hi)),
-    );
-    let steady_cpu = after.cpu - before.cpu;
-    row(
-        "operator CPU in steady state (% of one core)",
-        format!(
-            "{:.2} % ({:.1} s over {})",
-            100.0 * steady_cpu / steady.as_secs_f64(),
-            steady_cpu,
-            secs(steady)
-        ),
-    );
-    row(
-        "reconciles started in the whole run",
-        format!("{reconciles:.0}"),
-    );
-    println!(
-        "\n{volume_count} GlusterVolumes (replica 3), {pv_count} PersistentVolumes, refresh 30 s\n"
-    );
-    println!("| measure | result |\n|---|---|");
-    for (what, value) in &rows {
-        println!("| {what} | {value} |");
-    }
+        steady_cpu_s: after.cpu - before.cpu,
+        memory: held,
+        reconciles,
+    };
+    let block = bench::footprint::render(&results);
+    println!("{block}");
+    bench::write_results(
+        &bench::out_dir(),
+        "operator-footprint",
+        &serde_json::to_value(&results).unwrap(),
+        &block,
+    )
+    .expect("writing the results");
 
     clean_up(&client).await;
 }
