@@ -196,13 +196,14 @@ pub const TLS_SECRET_KEY: &str = "tlsSecret";
 /// written by people, so a key that is none of these (a typo such as `server`) is refused;
 /// keys with a `/` are the CO's own (the provisioner adds
 /// `storage.kubernetes.io/csiProvisionerIdentity`).
-const CONTEXT_KEYS: [&str; 6] = [
+const CONTEXT_KEYS: [&str; 7] = [
     "pool",
     "glusterVolume",
     "servers",
     "subdir",
     "tls",
     TLS_SECRET_KEY,
+    "profile",
 ];
 
 /// Whether the volume context asks for gluster's TLS; volumes made before TLS existed have no
@@ -419,6 +420,9 @@ mod tests {
             Some(TuningProfile::Database),
         );
         assert_eq!(db["profile"], "Database");
+        // The node plugin reads back every context the controller writes.
+        let src = mount_source(&db).unwrap();
+        assert_eq!(src.volume, "v");
         let rwo = profile_mount_flags(&db, &cap(Mode::SingleNodeWriter), &[]).unwrap();
         assert_eq!(rwo, ["kernel-writeback-cache=yes"]);
         let rwop = profile_mount_flags(&db, &cap(Mode::SingleNodeSingleWriter), &[]).unwrap();
