@@ -21,6 +21,11 @@ pub enum Error {
     DeletionBlocked(String),
     #[error("finalizer: {0}")]
     Finalizer(String),
+    #[error(
+        "reading Node {node} for its zone label: {source}; the operator needs get on nodes \
+         (the chart's operator ClusterRole grants it)"
+    )]
+    Zone { node: String, source: kube::Error },
 }
 
 impl Error {
@@ -35,7 +40,7 @@ impl Error {
     pub fn label(&self) -> &'static str {
         match self {
             Error::Spec(_) => "spec",
-            Error::Kube(_) | Error::Agents(AgentsError::Kube(_)) => "kube",
+            Error::Kube(_) | Error::Agents(AgentsError::Kube(_)) | Error::Zone { .. } => "kube",
             Error::Agent { .. } => "agent",
             Error::Pki(_) => "pki",
             Error::Agents(AgentsError::Address { .. }) => "dial",

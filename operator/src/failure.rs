@@ -72,6 +72,18 @@ pub fn classify(e: &Error) -> Option<Failure> {
             false,
             format!("the Kubernetes API did not answer: {e}; retrying"),
         ),
+        Error::Zone { source, .. } => {
+            let forbidden = matches!(source, kube::Error::Api(r) if r.code == 403);
+            failure(
+                if forbidden { "Forbidden" } else { "APIError" },
+                forbidden,
+                if forbidden {
+                    format!("{e}: upgrade the chart or grant it")
+                } else {
+                    format!("{e}; retrying")
+                },
+            )
+        }
         Error::Agents(e @ AgentsError::Address { .. }) => {
             failure("AgentUnreachable", false, format!("{e}; retrying"))
         }

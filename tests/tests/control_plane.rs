@@ -58,6 +58,7 @@ async fn crd_is_applied_and_an_object_reads_back_through_kube_rs() {
         replacements: vec![],
         tls: Default::default(),
         client_networks: vec![],
+        zone_label: None,
     };
     let _ = api.delete("pool", &DeleteParams::default()).await;
     wait("old object gone", 30, async {

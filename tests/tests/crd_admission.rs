@@ -167,6 +167,11 @@ fn bad_creates() -> Vec<(&'static str, (&'static str, Value), &'static str)> {
             "spec.clientNetworks",
         ),
         (
+            "zoneLabel not a label key",
+            cluster(json!({"nodes": [node("a", dir.clone())], "zoneLabel": "zone label"})),
+            "spec.zoneLabel",
+        ),
+        (
             "clientNetworks wider than /8",
             cluster(
                 json!({"nodes": [node("a", dir.clone())], "tls": {"enabled": false}, "clientNetworks": ["16.0.0.0/4"]}),
@@ -499,7 +504,7 @@ async fn bad_specs_are_refused_at_admission_naming_the_field() {
     // README states these counts; a case added or lost changes them there too.
     assert_eq!(
         (creates.len(), updates.len()),
-        (64, 7),
+        (65, 7),
         "bad creates and bad updates"
     );
     eprintln!(
@@ -567,6 +572,8 @@ async fn bad_specs_are_refused_at_admission_naming_the_field() {
         json!({"nodes": [node("a", dir("/var/lib/glusterkube")), node("b.example.com", dir("/srv/gluster"))]}),
         json!({"nodes": [node("a", dev("/dev/nvme0n1")), node("b", dir("/srv/gluster"))]}),
         json!({"nodes": [node("a", dir("/srv/g"))], "tls": {"enabled": false}, "clientNetworks": ["10.244.0.0/16", "192.168.1.0/24"]}),
+        json!({"nodes": [node("a", dir("/srv/g"))], "zoneLabel": "topology.kubernetes.io/zone"}),
+        json!({"nodes": [node("a", dir("/srv/g"))], "zoneLabel": "rack"}),
         json!({"nodes": [node("a", dir("/var/lib/glusterkube/"))],
                "tolerations": [{"key": "storage", "operator": "Exists", "effect": "NoSchedule"},
                                {"key": "k", "operator": "Equal", "value": "v", "effect": "NoExecute", "tolerationSeconds": 60},

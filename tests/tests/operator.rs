@@ -60,14 +60,28 @@ fn condition(
 }
 
 async fn volume_ready(api: &Api<GlusterVolume>, name: &str) -> GlusterVolume {
-    wait_until(&format!("GlusterVolume {name} Ready"), 180, async || {
+    let seen = std::sync::Mutex::new(None);
+    let what = format!("GlusterVolume {name} Ready");
+    let wait = wait_until(&what, 180, async || {
         let v = api.get(name).await.ok()?;
+        *seen.lock().unwrap() = v.status.clone();
         let s = v.status.as_ref()?;
         let ready = condition(&s.conditions, "Ready")?.0 == "True";
         let healthy = condition(&s.conditions, "Degraded")?.0 == "False";
         (ready && healthy).then_some(v)
-    })
-    .await
+    });
+    // On a timeout, the last status says which step the volume was stuck at.
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(wait).catch_unwind().await {
+        Ok(v) => v,
+        Err(p) => {
+            eprintln!(
+                "GlusterVolume {name} last status: {:#?}",
+                seen.lock().unwrap()
+            );
+            std::panic::resume_unwind(p)
+        }
+    }
 }
 
 fn volume(name: &str, spec: serde_json::Value) -> GlusterVolume {
@@ -412,6 +426,8 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
         "{text}"
     );
 
+    zones_keep_sets_apart(&client, &ns).await;
+
     // Leave the namespace clean: the operator finishes the remaining volumes first.
     for name in ["arb", "ec"] {
         volumes
@@ -443,6 +459,125 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
     support::none_forbidden("the CSI controller", &csi_calls);
     let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = ns_api.delete(&ns, &DeleteParams::default()).await;
+}
+
+/// Zones: the storage nodes get Node objects labelled with two zones (a: storage-1 and
+/// storage-2, b: storage-3) under a label this cluster is told to read. A replica-3 volume
+/// cannot have each brick in a zone of its own: it is refused with the zones named, then,
+/// allowed, placed with ZonesShared naming the set, and every brick shows its zone. The
+/// Nodes are unschedulable and tainted so nothing is bound to them, and go at the end.
+async fn zones_keep_sets_apart(client: &kube::Client, ns: &str) {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Patch, PatchParams};
+    let label = "test.glusterkube.dev/zone";
+    let nodes: Api<Node> = Api::all(client.clone());
+    let ssa = PatchParams::apply("gk-operator-test").force();
+    for (name, zone) in [("storage-1", "a"), ("storage-2", "a"), ("storage-3", "b")] {
+        let node = json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {label: zone}},
+            "spec": {"unschedulable": true, "taints": [
+                {"key": "test.glusterkube.dev/no-kubelet", "effect": "NoSchedule"}]},
+        });
+        nodes.patch(name, &ssa, &Patch::Apply(&node)).await.unwrap();
+    }
+    let clusters: Api<GlusterCluster> = Api::namespaced(client.clone(), ns);
+    clusters
+        .patch(
+            "pool",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"zoneLabel": label}})),
+        )
+        .await
+        .unwrap();
+    wait_until("the cluster's peers show their zones", 60, async || {
+        let s = clusters.get("pool").await.ok()?.status?;
+        let zones: BTreeSet<(String, String)> = s
+            .peers
+            .iter()
+            .filter_map(|p| Some((p.node.clone(), p.zone.clone()?)))
+            .collect();
+        (zones.len() == 3).then_some(())
+    })
+    .await;
+
+    let volumes: Api<GlusterVolume> = Api::namespaced(client.clone(), ns);
+    let spec = json!({"cluster": "pool", "type": "Replicate", "replica": 3, "brickCount": 3,
+                      "deletionPolicy": "Delete"});
+    volumes
+        .create(&PostParams::default(), &volume("zoned", spec))
+        .await
+        .unwrap();
+    let refused = wait_until("zoned refused for want of zones", 60, async || {
+        let s = volumes.get("zoned").await.ok()?.status?;
+        let c = s.conditions.iter().find(|c| c.type_ == "Ready")?;
+        (c.reason == "InvalidSpec").then(|| c.message.clone())
+    })
+    .await;
+    assert!(
+        refused.contains("needs 3 zones")
+            && refused.contains("a (storage-1, storage-2), b (storage-3)")
+            && refused.contains("spec.allowSharedZones"),
+        "{refused}"
+    );
+    assert!(
+        volumes
+            .get("zoned")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .bricks
+            .is_empty(),
+        "a refused volume has no bricks"
+    );
+
+    volumes
+        .patch(
+            "zoned",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"allowSharedZones": true}})),
+        )
+        .await
+        .unwrap();
+    let placed = volume_ready(&volumes, "zoned").await;
+    let s = placed.status.unwrap();
+    let zones: Vec<(&str, Option<&str>)> = s
+        .bricks
+        .iter()
+        .map(|b| (b.node.as_str(), b.zone.as_deref()))
+        .collect();
+    let want = |n: &str| if n == "storage-3" { "b" } else { "a" };
+    assert!(
+        zones.len() == 3 && zones.iter().all(|(n, z)| *z == Some(want(n))),
+        "{zones:?}"
+    );
+    let shared = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ZonesShared")
+        .expect("ZonesShared");
+    assert_eq!(
+        (shared.status.as_str(), shared.reason.as_str()),
+        ("True", "SetsShareZone")
+    );
+    assert!(
+        shared.message.contains("set 0 has 2 bricks in zone a"),
+        "{}",
+        shared.message
+    );
+
+    volumes
+        .delete("zoned", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until("zoned deleted", 90, async || {
+        volumes.get_opt("zoned").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    for name in ["storage-1", "storage-2", "storage-3"] {
+        nodes.delete(name, &DeleteParams::default()).await.unwrap();
+    }
 }
 
 /// Whatever stops a reconcile is in the resource's conditions, with what to do, and a

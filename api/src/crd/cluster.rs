@@ -81,6 +81,24 @@ pub struct GlusterClusterSpec {
     #[x_kube(validation = Rule::new("self.all(c, isCIDR(c) && cidr(c).ip().family() == 4)").message("every entry must be an IPv4 CIDR such as 10.0.0.0/16"))]
     #[x_kube(validation = Rule::new("self.all(c, !isCIDR(c) || cidr(c).prefixLength() >= 8)").message("a client network must have a prefix of at least /8: volumes are never open to every address"))]
     pub client_networks: Vec<String>,
+
+    /// The Node label that names a storage node's failure domain. Bricks of one replica or
+    /// disperse set go to nodes with distinct values of it; nodes without it count as
+    /// domains of their own. Defaults to topology.kubernetes.io/zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 317))]
+    #[x_kube(validation = Rule::new("self.matches('^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')").message("must be a Kubernetes label key such as topology.kubernetes.io/zone"))]
+    pub zone_label: Option<String>,
+}
+
+/// The zone label used when a GlusterCluster names none.
+pub const DEFAULT_ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+impl GlusterClusterSpec {
+    /// The Node label whose value is a storage node's zone.
+    pub fn zone_label(&self) -> &str {
+        self.zone_label.as_deref().unwrap_or(DEFAULT_ZONE_LABEL)
+    }
 }
 
 /// Gluster TLS of one cluster.
@@ -224,4 +242,7 @@ pub struct PeerStatus {
     /// glusterd's peer state, for example "Peer in Cluster".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// The node's zone: the value of its zoneLabel label, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }

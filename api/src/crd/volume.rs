@@ -75,6 +75,13 @@ pub struct GlusterVolumeSpec {
     #[schemars(length(min = 1, max = 1024))]
     pub bricks: Option<Vec<BrickPlacement>>,
 
+    /// Place the bricks even when a replica or disperse set cannot have each brick in a
+    /// zone of its own (fewer zones than the set size, or explicit bricks sharing a zone).
+    /// The ZonesShared condition then names the sets that would go down with one zone.
+    /// Without it such a volume is refused with the reason.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_shared_zones: bool,
+
     /// Usable capacity wanted, for example 100Gi. With brickCount, a floor on the brick
     /// count: the volume spans enough nodes to hold it (bricks sharing a node add no space),
     /// in whole sets; raising it adds sets and rebalances. Refused when the cluster's nodes
@@ -299,6 +306,9 @@ pub struct BrickStatus {
     /// Entries on this brick in split-brain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split_brain: Option<i64>,
+    /// The zone of the brick's node, when the node has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 /// How clients mount the volume: `mount -t glusterfs <volfileServer>:/<volume>` with

@@ -1,4 +1,4 @@
-//! `kubectl gluster bricks [VOLUME]`: every brick with its node, whether it is online, its
+//! `kubectl gluster bricks [VOLUME]`: every brick with its node and zone, whether it is online, its
 //! process and port, and its filesystem's free space: the volume's status, joined with
 //! gluster's own brick status (the agent's VolumeStatus) where an agent answers.
 
@@ -38,6 +38,7 @@ pub fn render(observed: &[Observed]) -> String {
             rows.push(vec![
                 name.clone(),
                 b.node.clone(),
+                b.zone.clone().unwrap_or_else(|| "-".into()),
                 brick,
                 if online { "Y" } else { "N" }.into(),
                 live.filter(|l| l.online)
@@ -59,6 +60,7 @@ pub fn render(observed: &[Observed]) -> String {
         &[
             "VOLUME",
             "NODE",
+            "ZONE",
             "BRICK",
             "ONLINE",
             "PID",
@@ -138,14 +140,14 @@ mod tests {
                 gluster: Err("no agent".into()),
             },
         ]);
-        assert!(out.contains("gk/pool   n1     h1:/bricks/gk-pool   Y        77    49152   1.0Gi/4.0Gi (25%)   0"), "{out}");
+        assert!(out.contains("gk/pool   n1     a      h1:/bricks/gk-pool   Y        77    49152   1.0Gi/4.0Gi (25%)   0"), "{out}");
         // Gluster did not list h2's brick: the operator's status says online, nothing live.
         assert!(
-            out.contains("gk/pool   n2     h2:/bricks/gk-pool   Y        -     -       -"),
+            out.contains("gk/pool   n2     -      h2:/bricks/gk-pool   Y        -     -       -"),
             "{out}"
         );
         assert!(
-            out.contains("gk/logs   n2     h2:/bricks/gk-logs   N"),
+            out.contains("gk/logs   n2     -      h2:/bricks/gk-logs   N"),
             "{out}"
         );
         assert!(

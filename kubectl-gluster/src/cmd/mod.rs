@@ -70,7 +70,7 @@ pub(crate) mod tests {
                 "capacity": {"totalBytes": 1i64 << 30, "usedBytes": 1i64 << 29, "freeBytes": 1i64 << 29, "total": "1.0Gi"},
                 "mount": {"volume": format!("gk-{name}"), "volfileServer": "h1", "backupVolfileServers": [], "tls": true},
                 "bricks": [
-                    {"node": "n1", "host": "h1", "path": format!("/bricks/gk-{name}"), "online": true, "healPending": heal},
+                    {"node": "n1", "zone": "a", "host": "h1", "path": format!("/bricks/gk-{name}"), "online": true, "healPending": heal},
                     {"node": "n2", "host": "h2", "path": format!("/bricks/gk-{name}"), "online": bricks == "3/3", "healPending": 0}
                 ],
                 "conditions": [cond("Ready", ready, "Serving", ""), cond("Degraded", d, dr, dm)]

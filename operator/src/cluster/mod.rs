@@ -4,7 +4,7 @@
 //! One reconcile runs these stages in order, each in its own file:
 //! `resources` (Kubernetes objects) → `pool` (trusted pool) → `rollout` (restarting brick
 //! pods for a new template) → `retire` (nodes removed from the spec leave) → `status` (pure:
-//! what status says). `cleanup` runs on deletion.
+//! what status says, with each node's zone from `zones`). `cleanup` runs on deletion.
 
 pub mod cleanup;
 pub mod owned;
@@ -15,6 +15,7 @@ pub mod retire;
 pub mod rollout;
 pub mod status;
 pub mod validate;
+pub mod zones;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,6 +81,7 @@ async fn apply(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
     let (retiring, still_in_pool) =
         retire::run(ctx, gc, &owned, &creds, &mut up, &volumes, &old.peers).await?;
 
+    let zones = zones::read(ctx, gc).await?;
     let observed = status::Observed {
         nodes: gc.spec.nodes.len(),
         up: up
@@ -89,6 +91,7 @@ async fn apply(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
                 address: a.address.clone(),
                 total_bytes: a.total_bytes,
                 free_bytes: a.free_bytes,
+                zone: zones.get(&a.node).cloned(),
             })
             .collect(),
         down: &down,

@@ -17,6 +17,8 @@ pub struct NodeSeen {
     pub address: String,
     pub total_bytes: u64,
     pub free_bytes: u64,
+    /// The node's zone label, when its Node has one.
+    pub zone: Option<String>,
 }
 
 /// What one reconcile of a GlusterCluster observed.
@@ -51,6 +53,7 @@ pub fn compute(old: &GlusterClusterStatus, o: &Observed) -> (GlusterClusterStatu
                 PeerStatus {
                     node: a.node.clone(),
                     address: a.address.clone(),
+                    zone: a.zone.clone(),
                     // The anchor is trivially in its own pool.
                     connected: i == 0 || seen.is_some_and(|p| p.connected),
                     state: if i == 0 {
@@ -191,6 +194,7 @@ mod tests {
             address: format!("n{i}.bricks.ns.svc"),
             total_bytes: (10 << 30) + 12345,
             free_bytes: 4 << 30,
+            zone: None,
         }
     }
 
@@ -375,6 +379,7 @@ mod tests {
                 address: "n3.bricks.ns.svc".into(),
                 connected: true,
                 state: None,
+                zone: None,
             }],
             ..Default::default()
         };

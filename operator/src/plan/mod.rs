@@ -11,6 +11,7 @@ pub mod placement;
 pub mod profiles;
 pub mod rollout;
 pub mod size;
+pub mod zones;
 
 pub use error::SpecError;
 pub use layout::{layout, layout_of};
@@ -41,6 +42,7 @@ pub(crate) mod fixtures {
                 address: format!("10.0.0.{i}"),
                 brick_root: "/var/lib/glusterkube/bricks/".into(),
                 total_bytes: 100 << 30,
+                zone: None,
             })
             .collect()
     }

@@ -1,5 +1,6 @@
 //! Where bricks go: a new volume's bricks, whole sets added or removed, and the bricks that
-//! take over from a replaced node. Never two bricks of one set on one node.
+//! take over from a replaced node. Never two bricks of one set on one node, nor, where nodes
+//! carry zones, in one zone unless the volume allows it (see `zones`).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -9,6 +10,7 @@ use super::error::{spec_error, SpecError};
 use super::layout::layout;
 use super::node::NodeSlot;
 use super::size::brick_count;
+use super::zones;
 use crate::crd::GlusterVolumeSpec;
 
 /// The bricks of a volume, in set order, each set on distinct nodes.
@@ -44,10 +46,29 @@ pub fn bricks(
                     ),
                 ));
             }
-            // Set j starts one node further than set j-1, spreading load round the nodes.
-            (0..count)
-                .map(|k| &nodes[(k / set + k % set) % nodes.len()])
-                .collect()
+            if zones::any_zone(nodes) {
+                // Whole sets, each over distinct zones, the emptiest zones first.
+                let mut load = vec![0; nodes.len()];
+                let mut chosen = Vec::with_capacity(count);
+                for _ in 0..count / set.max(1) {
+                    for i in zones::pick_set(
+                        nodes,
+                        &load,
+                        set,
+                        spec.allow_shared_zones,
+                        "spec.brickCount",
+                    )? {
+                        load[i] += 1;
+                        chosen.push(&nodes[i]);
+                    }
+                }
+                chosen
+            } else {
+                // Set j starts one node further than set j-1, spreading load round the nodes.
+                (0..count)
+                    .map(|k| &nodes[(k / set + k % set) % nodes.len()])
+                    .collect()
+            }
         }
         _ => {
             return Err(spec_error(
@@ -75,6 +96,10 @@ pub fn bricks(
                 ));
             }
         }
+    }
+    if spec.bricks.is_some() {
+        let sets: Vec<Vec<&NodeSlot>> = chosen.chunks(set).map(|g| g.to_vec()).collect();
+        zones::check_explicit(&sets, 0, spec.allow_shared_zones)?;
     }
     chosen
         .iter()
@@ -181,6 +206,15 @@ pub fn resize(
             taken.push(brick.clone());
             added.push(brick);
         }
+        let new_sets: Vec<Vec<&NodeSlot>> = added
+            .chunks(set)
+            .map(|g| {
+                g.iter()
+                    .filter_map(|b| nodes.iter().find(|n| n.address == b.host))
+                    .collect()
+            })
+            .collect();
+        zones::check_explicit(&new_sets, have / set, spec.allow_shared_zones)?;
         for (j, group) in added.chunks(set).enumerate() {
             let mut hosts = HashSet::new();
             if let Some(dup) = group.iter().find(|b| !hosts.insert(&b.host)) {
@@ -195,23 +229,19 @@ pub fn resize(
         }
         return Ok(Resize::Expand(added));
     }
-    if nodes.len() < set {
-        return Err(spec_error(
-            "spec.brickCount",
-            format!(
-                "a new set of {set} bricks needs {set} storage nodes whose agents answer; {} do",
-                nodes.len()
-            ),
-        ));
-    }
     let mut load: Vec<usize> = nodes
         .iter()
         .map(|n| existing.iter().filter(|b| b.host == n.address).count())
         .collect();
     for k in (have..want).step_by(set) {
-        let mut order: Vec<usize> = (0..nodes.len()).collect();
-        order.sort_by_key(|&i| (load[i], i));
-        for (pos, &i) in order[..set].iter().enumerate() {
+        let picked = zones::pick_set(
+            nodes,
+            &load,
+            set,
+            spec.allow_shared_zones,
+            "spec.brickCount",
+        )?;
+        for (pos, &i) in picked.iter().enumerate() {
             let brick = fresh_brick(&nodes[i], volume_name, k + pos, &taken)?;
             taken.push(brick.clone());
             added.push(brick);
@@ -331,6 +361,43 @@ mod tests {
         let s =
             spec("cluster: c\ntype: Disperse\ndisperse: {data: 2, redundancy: 1}\nbrickCount: 3\n");
         assert_eq!(bricks(&s, "v", &nodes(3)).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn with_zones_every_set_spans_distinct_zones_or_is_refused() {
+        let mut n = nodes(4);
+        for (slot, z) in n.iter_mut().zip(["a", "a", "b", "c"]) {
+            slot.zone = Some(z.into());
+        }
+        let s = spec("cluster: c\ntype: Replicate\nreplica: 3\nbrickCount: 6\n");
+        let b = bricks(&s, "v", &n).unwrap();
+        for set in b.chunks(3) {
+            let mut zones: Vec<&str> = set
+                .iter()
+                .map(|x| n.iter().find(|m| m.address == x.host).unwrap())
+                .map(|m| m.zone.as_deref().unwrap())
+                .collect();
+            zones.sort();
+            assert_eq!(zones, ["a", "b", "c"], "{b:?}");
+        }
+        // Both nodes of zone a take a brick.
+        assert!(hosts(&b).contains(&"10.0.0.1") && hosts(&b).contains(&"10.0.0.2"));
+        // Two zones for sets of three: refused, or placed with the sets sharing.
+        n[3].zone = Some("b".into());
+        let e = bricks(&s, "v", &n).unwrap_err();
+        assert_eq!(e.field, "spec.brickCount");
+        let mut allowed = s.clone();
+        allowed.allow_shared_zones = true;
+        assert_eq!(bricks(&allowed, "v", &n).unwrap().len(), 6);
+        // Explicit bricks in one zone.
+        let mut s = spec("cluster: c\ntype: Replicate\nreplica: 2\nbrickCount: 2\n");
+        s.brick_count = None;
+        s.bricks = Some(vec![
+            BrickPlacement { node: "n1".into() },
+            BrickPlacement { node: "n2".into() },
+        ]);
+        let e = bricks(&s, "v", &n).unwrap_err();
+        assert!(e.reason.contains("same zone a"), "{e}");
     }
 
     #[test]

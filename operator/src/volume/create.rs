@@ -5,7 +5,7 @@ use gk_agent::proto::{
     BrickReleaseRequest, VolumeCreateRequest, VolumeSpec as AgentSpec, VolumeType as AgentType,
 };
 use gk_api::agents::NodeAgent;
-use gk_api::crd::{GlusterVolume, VolumeType};
+use gk_api::crd::{GlusterCluster, GlusterVolume, VolumeType};
 use gk_gluster::VolumeLayout;
 
 use super::record::set_status;
@@ -28,12 +28,14 @@ fn agent_type(t: VolumeType) -> AgentType {
 pub async fn run(
     ctx: &Context,
     gv: &GlusterVolume,
+    gc: &GlusterCluster,
     name: &str,
     agents: &mut [NodeAgent],
     access: &[(String, String)],
 ) -> Result<(), Error> {
     let keep = gv.status.clone().unwrap_or_default();
-    let slots: Vec<NodeSlot> = agents.iter().map(NodeSlot::from).collect();
+    let zones = super::lookup::zones_of(gc);
+    let slots: Vec<NodeSlot> = agents.iter().map(|a| NodeSlot::of(a, &zones)).collect();
     let planned = match plan::bricks(&gv.spec, name, &slots) {
         Ok(b) => b,
         Err(e) => {

@@ -1,5 +1,7 @@
 //! Reading what a GlusterVolume stands on: its GlusterCluster, and its volume in gluster.
 
+use std::collections::BTreeMap;
+
 use gk_agent::proto::VolumeRequest;
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterCluster, GlusterVolume};
@@ -17,6 +19,15 @@ pub async fn cluster_of(
     let api: Api<GlusterCluster> =
         Api::namespaced(ctx.client.clone(), &gv.namespace().unwrap_or_default());
     Ok(api.get_opt(&gv.spec.cluster).await?)
+}
+
+/// The zone of each storage node that has one, as the cluster's status last recorded it.
+pub fn zones_of(gc: &GlusterCluster) -> BTreeMap<String, String> {
+    gc.status
+        .iter()
+        .flat_map(|s| &s.peers)
+        .filter_map(|p| Some((p.node.clone(), p.zone.clone()?)))
+        .collect()
 }
 
 /// The volume as gluster knows it, or None.

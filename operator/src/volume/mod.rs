@@ -134,7 +134,7 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
                 .await?;
                 return Err(Error::NotReady(msg));
             }
-            create::run(ctx, gv, &name, &mut agents, &access).await?;
+            create::run(ctx, gv, &gc, &name, &mut agents, &access).await?;
         }
         Some(v) if v.status != "Started" => {
             agents[0]

@@ -147,6 +147,7 @@ pub async fn run(
         previous: &previous,
         heal: heal.as_ref(),
         nodes: &nodes,
+        zones: &super::lookup::zones_of(gc),
         live: &live,
         tls: gc.spec.tls.enabled,
         day2: &day2,

@@ -28,6 +28,8 @@ pub struct Observed<'a> {
     pub heal: Option<&'a HealInfoResponse>,
     /// Storage node of each pool address (the cluster's last known peers and the live agents).
     pub nodes: &'a BTreeMap<String, String>,
+    /// Zone of each storage node that has one (the cluster's peers).
+    pub zones: &'a BTreeMap<String, String>,
     /// Pool addresses whose agent answers.
     pub live: &'a [String],
     /// Clients mount with gluster's TLS.
@@ -92,8 +94,10 @@ pub fn compute(o: &Observed) -> Outcome {
                             .any(|p| p.host == host && p.path == path && p.online)
                 }
             };
+            let node = o.nodes.get(host).cloned().unwrap_or_default();
             BrickStatus {
-                node: o.nodes.get(host).cloned().unwrap_or_default(),
+                zone: o.zones.get(&node).cloned(),
+                node,
                 host: host.to_string(),
                 path: path.to_string(),
                 online,
@@ -218,6 +222,11 @@ pub fn compute(o: &Observed) -> Outcome {
         )
     });
 
+    conditions.push(zone_condition(
+        &bricks,
+        crate::plan::layout_of(vol).set_size() as usize,
+    ));
+
     let capacity = match st {
         Some(st) => {
             let (total_bytes, free_bytes) = gk_api::capacity::of_volume(vol, st);
@@ -268,6 +277,53 @@ pub fn compute(o: &Observed) -> Outcome {
         conditions,
         next,
     }
+}
+
+/// ZonesShared: True while some replica or disperse set has two bricks in one zone, so
+/// losing that zone takes the set down (placed so with spec.allowSharedZones, adopted, or a
+/// replacement that landed there).
+fn zone_condition(bricks: &[BrickStatus], set: usize) -> Desired {
+    if set < 2 {
+        return Desired::new(
+            "ZonesShared",
+            false,
+            "NoSets",
+            "the volume has no replica or disperse sets",
+        );
+    }
+    if bricks.iter().all(|b| b.zone.is_none()) {
+        return Desired::new(
+            "ZonesShared",
+            false,
+            "NoZones",
+            "no brick's node carries the cluster's zone label; bricks of a set are on \
+             distinct nodes",
+        );
+    }
+    let zones: Vec<Option<&str>> = bricks.iter().map(|b| b.zone.as_deref()).collect();
+    let shared = crate::plan::zones::shared_sets(&zones, set);
+    if shared.is_empty() {
+        return Desired::new(
+            "ZonesShared",
+            false,
+            "Spread",
+            "every set's bricks are in distinct zones",
+        );
+    }
+    let list = shared
+        .iter()
+        .map(|(j, z, n)| format!("set {j} has {n} bricks in zone {z}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Desired::new(
+        "ZonesShared",
+        true,
+        "SetsShareZone",
+        format!(
+            "{list}: losing such a zone takes its set down. Add storage nodes in other zones \
+             and move bricks there with spec.replacements on the GlusterCluster"
+        ),
+    )
 }
 
 /// Conditions while the volume waits for something before it can be created.
@@ -367,6 +423,7 @@ mod tests {
         answered: bool,
         status_error: Option<String>,
         previous: GlusterVolumeStatus,
+        zones: BTreeMap<String, String>,
     }
 
     impl Case {
@@ -383,6 +440,7 @@ mod tests {
                 answered: true,
                 status_error: None,
                 previous: GlusterVolumeStatus::default(),
+                zones: BTreeMap::new(),
             }
         }
 
@@ -399,6 +457,7 @@ mod tests {
                 previous: &self.previous,
                 heal: self.heal.as_ref(),
                 nodes: &nodes,
+                zones: &self.zones,
                 live: &self.live,
                 tls: true,
                 day2: &self.day2,
@@ -439,6 +498,27 @@ mod tests {
         assert_eq!(m.volfile_server, "h0");
         assert_eq!(m.backup_volfile_servers, ["h1", "h2"]);
         assert!(m.tls);
+    }
+
+    #[test]
+    fn bricks_show_their_zone_and_a_set_in_one_zone_is_named() {
+        let mut c = Case::new(&[true, true, true]);
+        let o = c.run();
+        assert_eq!(get(&o, "ZonesShared").reason, "NoZones");
+        c.zones = BTreeMap::from([("n0".to_string(), "a".to_string())]);
+        let o = c.run();
+        assert_eq!(o.status.bricks[0].zone.as_deref(), Some("a"));
+        assert_eq!(o.status.bricks[1].zone, None);
+        assert_eq!(get(&o, "ZonesShared").reason, "Spread");
+        c.zones.insert("n1".into(), "a".into());
+        let o = c.run();
+        let z = get(&o, "ZonesShared");
+        assert!(z.status);
+        assert!(
+            z.message.contains("set 0 has 2 bricks in zone a"),
+            "{}",
+            z.message
+        );
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub async fn run(
     // cluster could read as a shrink, so nothing is resized until all answer.
     let all_answer = gc.spec.nodes.len() <= agents.len();
     if out.blocked.is_none() && (all_answer || gv.spec.size.is_none()) {
-        resize::run(ctx, gv, agents, vol, keep, &mut out).await?;
+        resize::run(ctx, gv, gc, agents, vol, keep, &mut out).await?;
     }
     Ok(out)
 }

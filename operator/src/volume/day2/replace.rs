@@ -68,7 +68,13 @@ pub async fn run(
             ));
             continue;
         };
-        map.insert(old, (r.node.clone(), NodeSlot::from(slot)));
+        map.insert(
+            old,
+            (
+                r.node.clone(),
+                NodeSlot::of(slot, &crate::volume::lookup::zones_of(gc)),
+            ),
+        );
     }
     if map.is_empty() {
         return Ok(false);

@@ -7,7 +7,8 @@ use gk_agent::proto::{
 };
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{
-    GlusterVolume, GlusterVolumeStatus, MigrationPhase, ResizeOperation, ResizeStatus,
+    GlusterCluster, GlusterVolume, GlusterVolumeStatus, MigrationPhase, ResizeOperation,
+    ResizeStatus,
 };
 use gk_api::units::human_bytes;
 use gk_gluster::Brick;
@@ -99,6 +100,7 @@ fn in_flight(r: &Option<ResizeStatus>, op: ResizeOperation) -> bool {
 pub async fn run(
     ctx: &Context,
     gv: &GlusterVolume,
+    gc: &GlusterCluster,
     agents: &mut [NodeAgent],
     vol: &AgentVolume,
     keep: &GlusterVolumeStatus,
@@ -106,7 +108,8 @@ pub async fn run(
 ) -> Result<(), Error> {
     let spec_changed = keep.observed_generation != gv.metadata.generation;
     let existing = parse_bricks(&vol.bricks);
-    let slots: Vec<NodeSlot> = agents.iter().map(NodeSlot::from).collect();
+    let zones = crate::volume::lookup::zones_of(gc);
+    let slots: Vec<NodeSlot> = agents.iter().map(|a| NodeSlot::of(a, &zones)).collect();
     // A shrink under way is finished first, whatever the spec says meanwhile.
     let planned = if in_flight(&out.resize, ResizeOperation::Shrink) {
         Resize::Shrink(parse_bricks(
