@@ -263,7 +263,11 @@ pub fn compute(o: &Observed) -> Outcome {
             MigrationPhase::Pending | MigrationPhase::InProgress
         )
     });
-    let next = if dead_on_live_nodes {
+    // A peer that missed the start's commit (its transaction timed out under load) still
+    // holds the volume stopped, and every status call fails there while this peer calls it
+    // Started; `volume start force` starts it on that peer too.
+    let peer_not_started = o.status_error.is_some_and(|e| e.contains("is not started"));
+    let next = if dead_on_live_nodes || peer_not_started {
         Next::RestartBricks
     } else if waiting_heal > 0 {
         Next::Heal
@@ -596,6 +600,22 @@ mod tests {
         let o = c.run();
         assert_eq!(summary(&o)[1], (true, "StatusUnanswered".into()));
         assert!(get(&o, "Degraded").message.contains("failed (Locking"));
+    }
+
+    #[test]
+    fn a_peer_that_missed_the_start_gets_its_bricks_started() {
+        // Seen with 50 volumes made at once on 2 cores: `volume start` timed out on one peer,
+        // which kept the volume stopped; status failed there for 20 minutes.
+        let mut c = Case::new(&[true, true, true]);
+        c.answered = false;
+        c.heal = None;
+        c.status_error =
+            Some("Staging failed on 10.213.0.2. Error: Volume v is not started".into());
+        let o = c.run();
+        assert_eq!(o.next, Next::RestartBricks);
+        assert!(get(&o, "Degraded").message.contains("is not started"));
+        c.status_error = Some("Locking failed on h0. Please check log file for details.".into());
+        assert_eq!(c.run().next, Next::Refresh);
     }
 
     #[test]
