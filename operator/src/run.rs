@@ -8,7 +8,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -19,12 +19,6 @@ use gk_api::names::{BRICK_POD_SELECTOR, MANAGED_BY_SELECTOR, OPERATOR};
 use crate::context::{Config, Context};
 use crate::metrics::Metrics;
 use crate::Error;
-
-/// GlusterVolumes reconciled at once. Their gluster transactions queue on the cluster's
-/// glusterd, one at a time per volume; 50 volumes applied at once on 2 cores, reconciled all
-/// together, timed out `volume start` on some peers and left volumes half started. Eight keep
-/// the queue short while a slow volume (a heal count waiting for a lost node) holds few others.
-const VOLUME_RECONCILES_AT_ONCE: u16 = 8;
 
 /// Runs both controllers until `shutdown` resolves.
 pub async fn run(
@@ -100,8 +94,7 @@ pub async fn run(
     let volumes = Api::<GlusterVolume>::all(client.clone());
     let ctx_for_pvs = ctx.clone();
     let shutdown_for_pvs = shutdown.clone();
-    let volume_ctrl = Controller::new(volumes, watcher::Config::default().labels(&selector))
-        .with_config(controller::Config::default().concurrency(VOLUME_RECONCILES_AT_ONCE));
+    let volume_ctrl = Controller::new(volumes, watcher::Config::default().labels(&selector));
     let known_volumes = volume_ctrl.store();
     let volume_ctrl = volume_ctrl
         // A brick pod going away or coming back changes its volumes' health now, not at the
