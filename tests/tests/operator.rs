@@ -497,7 +497,11 @@ async fn zones_keep_sets_apart(client: &kube::Client, ns: &str) {
             .iter()
             .filter_map(|p| Some((p.node.clone(), p.zone.clone()?)))
             .collect();
-        (zones.len() == 3).then_some(())
+        let want: BTreeSet<(String, String)> =
+            [("storage-1", "a"), ("storage-2", "a"), ("storage-3", "b")]
+                .map(|(n, z)| (n.to_string(), z.to_string()))
+                .into();
+        (zones == want).then_some(())
     })
     .await;
 

@@ -28,6 +28,7 @@ pub async fn run(
         .as_ref()
         .map(|s| s.peers.as_slice())
         .unwrap_or(&[]);
+    let zones = crate::volume::lookup::zones_of(gc);
     let mut map: BTreeMap<String, (String, NodeSlot)> = BTreeMap::new();
     for r in &gc.spec.replacements {
         let old = agents
@@ -68,13 +69,7 @@ pub async fn run(
             ));
             continue;
         };
-        map.insert(
-            old,
-            (
-                r.node.clone(),
-                NodeSlot::of(slot, &crate::volume::lookup::zones_of(gc)),
-            ),
-        );
+        map.insert(old, (r.node.clone(), NodeSlot::of(slot, &zones)));
     }
     if map.is_empty() {
         return Ok(false);
