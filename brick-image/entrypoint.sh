@@ -8,6 +8,10 @@ device=${GK_DEVICE:-}
 
 log() { echo "gk-brick: $*" >&2; }
 
+# The brick roots the agent serves, comma-separated: the one of a single device or directory,
+# or one per disk.
+roots="$state/bricks"
+
 if [ -n "$device" ]; then
   # The spec's path may be a link (/dev/disk/by-id/...): what it names must be a block
   # device under /dev, not anything a link could lead to.
@@ -34,7 +38,142 @@ if [ -n "$device" ]; then
   mountpoint -q "$state" || mount -t xfs -o inode64,noatime "$device" "$state"
 fi
 
-mkdir -p "$state/glusterd" "$state/log" "$state/bricks" "$state/mounts"
+# Several disks (GK_DEVICES, GK_DIRECTORIES): each is mounted at $state/disks/<id>, where
+# <id> is kept in a marker file at the disk's root with the cluster that owns it, so a disk
+# keeps its bricks whatever order the spec lists it in, and no two clusters share one.
+marker=.glusterkube-disk
+owner=${GK_OWNER:-}
+if [ -n "${GK_DEVICES:-}${GK_DIRECTORIES:-}" ]; then
+  [ -n "$owner" ] || { log "GK_OWNER (namespace/cluster) is not set"; exit 1; }
+  roots=""
+  mkdir -p "$state/disks"
+fi
+
+# Prints the id of the disk mounted at $1 ($2 names it in messages) when it is this
+# cluster's; with $3 = new, an unmarked disk becomes this cluster's. Fails otherwise.
+claim() {
+  m="$1/$marker"
+  if [ -f "$m" ]; then
+    o=$(sed -n 's/^owner=//p' "$m")
+    id=$(sed -n 's/^id=//p' "$m")
+    [ "$o" = "$owner" ] || { log "$2 belongs to glusterkube cluster $o, not $owner"; return 1; }
+    case $id in ''|*[!0-9a-f-]*) log "$2: $m holds no valid id"; return 1 ;; esac
+  else
+    [ "$3" = new ] || { log "$2 holds a filesystem this cluster did not make"; return 1; }
+    id=$(cat /proc/sys/kernel/random/uuid)
+    printf 'owner=%s\nid=%s\n' "$owner" "$id" >"$m.tmp"
+    mv "$m.tmp" "$m"
+  fi
+  echo "$id"
+}
+
+add_disk() {
+  mkdir -p "$state/disks/$1/bricks"
+  roots="${roots:+$roots,}$state/disks/$1/bricks"
+}
+
+seen=" "
+# use_device PATH named: a device named by path (refused loudly when unusable) or matched by
+# a pattern (left alone, with a log line, unless empty or already this cluster's).
+use_device() {
+  real=$(readlink -f "$1" || true)
+  case $seen in *" $real "*) return 0 ;; esac
+  seen="$seen$real "
+  case $real in
+    /dev/*) ;;
+    *) log "$1 resolves to ${real:-nothing}, outside /dev"; [ "$2" = named ] && exit 1; return 0 ;;
+  esac
+  if [ ! -b "$real" ]; then
+    log "$1 ($real) is not a block device"; [ "$2" = named ] && exit 1; return 0
+  fi
+  pttype=$(blkid -p -s PTTYPE -o value "$real" 2>/dev/null || true)
+  if [ -n "$pttype" ]; then
+    log "$1 ($real) holds a $pttype partition table; leaving it alone (wipe it by hand if it is really free)"
+    [ "$2" = named ] && exit 1; return 0
+  fi
+  fresh=""
+  if ! blkid -p "$real" >/dev/null 2>&1; then
+    log "formatting $1 ($real) as XFS (512-byte inodes, reflink on)"
+    mkfs.xfs -q -i size=512 -m reflink=1 "$real"
+    fresh=new
+  fi
+  fstype=$(blkid -p -s TYPE -o value "$real" || true)
+  if [ "$fstype" != xfs ]; then
+    log "$1 ($real) holds a ${fstype:-unknown} filesystem, not XFS; leaving it alone"
+    [ "$2" = named ] && exit 1; return 0
+  fi
+  tmp="$state/disks/.probe"
+  mkdir -p "$tmp"
+  if [ "$2" != named ] && [ -z "$fresh" ]; then
+    # An XFS a pattern found may be someone's data: look without writing (no log replay).
+    mount -t xfs -o ro,norecovery "$real" "$tmp" || { log "$1 ($real) cannot be mounted; leaving it alone"; return 0; }
+    ours=$(sed -n 's/^owner=//p' "$tmp/$marker" 2>/dev/null || true)
+    umount "$tmp"
+    [ "$ours" = "$owner" ] || { log "$1 ($real) holds an XFS filesystem this cluster did not make; leaving it alone"; return 0; }
+  fi
+  mount -t xfs -o inode64,noatime "$real" "$tmp"
+  # A device named by path is the user's choice, as `device` is: an unmarked XFS becomes ours.
+  [ "$2" = named ] && fresh=new
+  if ! id=$(claim "$tmp" "$1 ($real)" "${fresh:-$2}"); then
+    umount "$tmp"
+    [ "$2" = named ] && exit 1; return 0
+  fi
+  mkdir -p "$state/disks/$id"
+  mount --move "$tmp" "$state/disks/$id"
+  log "$1 ($real) is disk $id"
+  add_disk "$id"
+}
+
+if [ -n "${GK_DEVICES:-}" ]; then
+  # Split on commas only, with no pathname expansion until a pattern is matched on purpose.
+  old_ifs=$IFS
+  set -f
+  IFS=,
+  for entry in $GK_DEVICES; do
+    IFS=$old_ifs
+    set +f
+    case ${entry##*/} in
+      *[*?[]*)
+        # Matched here, on the node; no match leaves the pattern itself, which is no device.
+        for d in $entry; do
+          if [ -e "$d" ]; then use_device "$d" matched; fi
+        done ;;
+      *) use_device "$entry" named ;;
+    esac
+    set -f
+    IFS=,
+  done
+  set +f
+  IFS=$old_ifs
+fi
+
+if [ -n "${GK_DIRECTORIES:-}" ]; then
+  # Split on commas only, with no pathname expansion until a pattern is matched on purpose.
+  old_ifs=$IFS
+  set -f
+  IFS=,
+  for dir in $GK_DIRECTORIES; do
+    IFS=$old_ifs
+    set +f
+    [ -d "$dir" ] || { log "$dir is not a directory"; exit 1; }
+    id=$(claim "$dir" "directory $dir" new) || exit 1
+    mkdir -p "$state/disks/$id"
+    mountpoint -q "$state/disks/$id" || mount --bind "$dir" "$state/disks/$id"
+    add_disk "$id"
+    set -f
+    IFS=,
+  done
+  set +f
+  IFS=$old_ifs
+fi
+
+if [ -z "$roots" ]; then
+  log "none of GK_DEVICES (${GK_DEVICES:-}) is a disk this cluster may use; see the lines above"
+  exit 1
+fi
+
+mkdir -p "$state/glusterd" "$state/log" "$state/mounts"
+[ -n "${GK_DEVICES:-}${GK_DIRECTORIES:-}" ] || mkdir -p "$state/bricks"
 # glusterd keeps its UUID and the pool's state in /var/lib/glusterd.
 for pair in "/var/lib/glusterd:$state/glusterd" "/var/log/glusterfs:$state/log"; do
   link=${pair%%:*}; target=${pair#*:}
@@ -57,7 +196,7 @@ esac
 
 glusterd -N --log-file=- &
 glusterd_pid=$!
-gk-agent serve --brick-root "$state/bricks" --mount-root "$state/mounts" &
+gk-agent serve --brick-root "$roots" --mount-root "$state/mounts" &
 agent_pid=$!
 
 stopping=0

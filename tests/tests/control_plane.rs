@@ -40,14 +40,14 @@ async fn crd_is_applied_and_an_object_reads_back_through_kube_rs() {
                 name: "node-a".into(),
                 storage: NodeStorage {
                     device: Some("/dev/sdb".into()),
-                    directory: None,
+                    ..Default::default()
                 },
             },
             StorageNode {
                 name: "node-b".into(),
                 storage: NodeStorage {
-                    device: None,
                     directory: Some("/srv/gluster".into()),
+                    ..Default::default()
                 },
             },
         ],

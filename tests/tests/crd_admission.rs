@@ -160,6 +160,40 @@ fn bad_creates() -> Vec<(&'static str, (&'static str, Value), &'static str)> {
             "spec.nodes[0].storage.device",
         ),
         (
+            "devices and a directory",
+            cluster(
+                json!({"nodes": [node("a", json!({"devices": ["/dev/sdb"], "directory": "/x"}))]}),
+            ),
+            "spec.nodes[0].storage",
+        ),
+        (
+            "stateDirectory with a single directory",
+            cluster(
+                json!({"nodes": [node("a", json!({"directory": "/srv/g", "stateDirectory": "/srv/s"}))]}),
+            ),
+            "spec.nodes[0].storage.stateDirectory",
+        ),
+        (
+            "devices pattern in a directory component",
+            cluster(json!({"nodes": [node("a", json!({"devices": ["/dev/disk/*/ata-1"]}))]})),
+            "spec.nodes[0].storage.devices",
+        ),
+        (
+            "devices entry outside /dev",
+            cluster(json!({"nodes": [node("a", json!({"devices": ["/dev/sdb", "/tmp/x.img"]}))]})),
+            "spec.nodes[0].storage.devices",
+        ),
+        (
+            "devices entry twice",
+            cluster(json!({"nodes": [node("a", json!({"devices": ["/dev/sdb", "/dev/sdb"]}))]})),
+            "spec.nodes[0].storage.devices",
+        ),
+        (
+            "directories entry relative",
+            cluster(json!({"nodes": [node("a", json!({"directories": ["/data/d1", "data/d2"]}))]})),
+            "spec.nodes[0].storage.directories",
+        ),
+        (
             "clientNetworks covering every address",
             cluster(
                 json!({"nodes": [node("a", dir.clone())], "tls": {"enabled": false}, "clientNetworks": ["0.0.0.0/0"]}),
@@ -465,6 +499,20 @@ fn bad_updates() -> Vec<(&'static str, &'static str, Value, Value, &'static str)
             "spec.nodes[0].storage",
         ),
         (
+            "a device dropped from a node's devices",
+            "GlusterCluster",
+            json!({"nodes": [node("a", json!({"devices": ["/dev/sdb", "/dev/sdc"]}))]}),
+            json!({"nodes": [node("a", json!({"devices": ["/dev/sdb"]}))]}),
+            "spec.nodes[0].storage",
+        ),
+        (
+            "stateDirectory changed",
+            "GlusterCluster",
+            json!({"nodes": [node("a", json!({"directories": ["/data/d1"], "stateDirectory": "/data/s"}))]}),
+            json!({"nodes": [node("a", json!({"directories": ["/data/d1"], "stateDirectory": "/data/t"}))]}),
+            "spec.nodes[0].storage",
+        ),
+        (
             "TLS switched off",
             "GlusterCluster",
             json!({"nodes": [node("a", dir.clone())]}),
@@ -504,7 +552,7 @@ async fn bad_specs_are_refused_at_admission_naming_the_field() {
     // README states these counts; a case added or lost changes them there too.
     assert_eq!(
         (creates.len(), updates.len()),
-        (65, 7),
+        (71, 9),
         "bad creates and bad updates"
     );
     eprintln!(
@@ -546,6 +594,40 @@ async fn bad_specs_are_refused_at_admission_naming_the_field() {
         api.delete(&name, &DeleteParams::default()).await.unwrap();
     }
 
+    // A disk added to a node's devices or directories is accepted: storage only grows.
+    for (i, (before, after)) in [
+        (
+            json!({"devices": ["/dev/sdb"]}),
+            json!({"devices": ["/dev/sdb", "/dev/sdc"]}),
+        ),
+        (
+            json!({"directories": ["/data/d1"]}),
+            json!({"directories": ["/data/d1", "/data/d2"]}),
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("grow-{i}");
+        let api = api(&client, "GlusterCluster");
+        let _ = api.delete(&name, &DeleteParams::default()).await;
+        api.create(
+            &PostParams::default(),
+            &object(
+                "GlusterCluster",
+                &name,
+                json!({"nodes": [node("a", before)]}),
+            ),
+        )
+        .await
+        .unwrap();
+        let patch = Patch::Merge(json!({"spec": {"nodes": [node("a", after)]}}));
+        if let Err(e) = api.patch(&name, &PatchParams::default(), &patch).await {
+            failures.push(format!("adding a disk ({i}) was refused: {e}"));
+        }
+        api.delete(&name, &DeleteParams::default()).await.unwrap();
+    }
+
     // Valid objects of every volume type are accepted, so the rules are not simply refusing all.
     let goods = [
         vol_with(json!({})),
@@ -571,6 +653,8 @@ async fn bad_specs_are_refused_at_admission_naming_the_field() {
         json!({"nodes": [node("a", dev("/dev/sdb")), node("b", dev("/dev/disk/by-id/wwn-0x5000c500a1b2c3d4"))]}),
         json!({"nodes": [node("a", dir("/var/lib/glusterkube")), node("b.example.com", dir("/srv/gluster"))]}),
         json!({"nodes": [node("a", dev("/dev/nvme0n1")), node("b", dir("/srv/gluster"))]}),
+        json!({"nodes": [node("a", json!({"devices": ["/dev/sdb", "/dev/disk/by-id/nvme-Vendor_*", "/dev/sd[c-f]"]})),
+                         node("b", json!({"directories": ["/data/disk1", "/data/disk2"], "stateDirectory": "/var/lib/glusterkube/state"}))]}),
         json!({"nodes": [node("a", dir("/srv/g"))], "tls": {"enabled": false}, "clientNetworks": ["10.244.0.0/16", "192.168.1.0/24"]}),
         json!({"nodes": [node("a", dir("/srv/g"))], "zoneLabel": "topology.kubernetes.io/zone"}),
         json!({"nodes": [node("a", dir("/srv/g"))], "zoneLabel": "rack"}),

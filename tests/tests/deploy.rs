@@ -1265,7 +1265,7 @@ async fn manifests_pass_server_side_validation() {
         .map(|e| e.unwrap().path())
         .collect();
     files.sort();
-    assert_eq!(files.len(), 8, "{files:?}");
+    assert_eq!(files.len(), 9, "{files:?}");
     for f in files {
         let text = std::fs::read_to_string(&f)
             .unwrap()

@@ -457,15 +457,41 @@ async fn day_two_operations_on_real_gluster() {
     g().volume_stop(seed, true).await.unwrap();
     g().volume_delete(seed).await.unwrap();
 
-    // --- Expand 3 -> 6 bricks by size: add-brick of one whole set, then rebalance. Each
-    // node's brick filesystem holds 2 GiB, so 3 bricks on 3 nodes hold 2 GiB of replica-3
-    // data; 2300Mi needs a fourth node, and bricks come in sets of 3: 6 bricks.
+    // --- A size the disks cannot hold is refused naming spec.size. Each node's brick
+    // filesystem holds 2 GiB, so 2300Mi of replica-3 data needs four bricks of their own
+    // disk, in sets of 3: six bricks over four one-disk nodes would put two bricks on two
+    // of the disks, which then hold both sets' copies and no more than 2 GiB in all.
     let patch = |v: serde_json::Value| Patch::Merge(v);
     volumes
         .patch(
             "data",
             &PatchParams::default(),
             &patch(json!({"spec": {"size": "2300Mi"}})),
+        )
+        .await
+        .unwrap();
+    let why = wait_until("a size past the disks refused", 60, async || {
+        let s = volumes.get("data").await.ok()?.status?;
+        let (_, reason, msg) = condition(&s.conditions, "Progressing")?;
+        (reason == "ResizeRefused").then_some(msg)
+    })
+    .await;
+    assert!(
+        why.contains("spec.size") && why.contains("add disks or storage nodes"),
+        "{why}"
+    );
+    assert_eq!(
+        g().volume_info(&gname).await.unwrap().unwrap().bricks.len(),
+        3,
+        "a refused size changed the bricks"
+    );
+
+    // --- Expand 3 -> 6 bricks by count: add-brick of one whole set, then rebalance.
+    volumes
+        .patch(
+            "data",
+            &PatchParams::default(),
+            &patch(json!({"spec": {"brickCount": 6, "size": null}})),
         )
         .await
         .unwrap();
@@ -497,18 +523,18 @@ async fn day_two_operations_on_real_gluster() {
     );
     assert_files(&net, &source, &root, &files).await;
     volume_settled(&volumes, "data", 60).await;
-    // The same six bricks asked for by count instead: nothing changes.
+    // A size the six bricks hold, beside the count: nothing changes.
     let generation = volumes
         .patch(
             "data",
             &PatchParams::default(),
-            &patch(json!({"spec": {"brickCount": 6, "size": null}})),
+            &patch(json!({"spec": {"size": "1Gi"}})),
         )
         .await
         .unwrap()
         .metadata
         .generation;
-    wait_until("the count change observed", 60, async || {
+    wait_until("the size change observed", 60, async || {
         let s = volumes.get("data").await.ok()?.status?;
         (s.observed_generation >= generation).then_some(())
     })

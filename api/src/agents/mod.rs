@@ -130,11 +130,21 @@ pub struct NodeAgent {
     pub node: String,
     /// The address glusterd is known by in the pool.
     pub address: String,
-    /// The directory, as glusterd sees it, under which this node's bricks live.
-    pub brick_root: String,
+    /// The node's disks, each a directory (as glusterd sees it) that holds bricks.
+    pub disks: Vec<AgentDisk>,
+    /// Size and free space of all the disks together.
     pub total_bytes: u64,
     pub free_bytes: u64,
     pub client: BrickAgentClient<Channel>,
+}
+
+/// One disk of a storage node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentDisk {
+    /// The directory, as glusterd sees it, under which this disk's bricks live.
+    pub brick_root: String,
+    pub total_bytes: u64,
+    pub free_bytes: u64,
 }
 
 /// A storage node whose agent did not answer, and why.
@@ -346,12 +356,30 @@ pub fn node_agent(
     health: gk_agent::proto::HealthResponse,
     client: BrickAgentClient<Channel>,
 ) -> NodeAgent {
+    let disks: Vec<AgentDisk> = if health.disks.is_empty() {
+        // An agent from before several disks per node: its one brick root.
+        vec![AgentDisk {
+            brick_root: health.brick_root,
+            total_bytes: health.brick_root_total_bytes,
+            free_bytes: health.brick_root_free_bytes,
+        }]
+    } else {
+        health
+            .disks
+            .into_iter()
+            .map(|d| AgentDisk {
+                brick_root: d.brick_root,
+                total_bytes: d.total_bytes,
+                free_bytes: d.free_bytes,
+            })
+            .collect()
+    };
     NodeAgent {
         node: node.to_string(),
         address: health.address,
-        brick_root: health.brick_root,
-        total_bytes: health.brick_root_total_bytes,
-        free_bytes: health.brick_root_free_bytes,
+        total_bytes: disks.iter().map(|d| d.total_bytes).sum(),
+        free_bytes: disks.iter().map(|d| d.free_bytes).sum(),
+        disks,
         client,
     }
 }

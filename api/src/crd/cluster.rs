@@ -143,17 +143,47 @@ pub struct StorageNode {
     #[schemars(length(min = 1, max = 253))]
     #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("must be a Kubernetes node name: lowercase letters, digits, '-' and '.'"))]
     pub name: String,
-    /// Node-local storage for this node's bricks and glusterd state. Immutable: moving a node's
-    /// bricks is a brick replacement.
-    #[x_kube(validation = Rule::new("self == oldSelf").message("storage is immutable; replace the node's bricks instead"))]
+    /// Node-local storage for this node's bricks and glusterd state. Disks may be added to
+    /// devices or directories; nothing else changes: moving a node's bricks is a brick
+    /// replacement.
+    #[x_kube(validation = Rule::new(concat!(
+        "(has(self.device) ? self.device : '') == (has(oldSelf.device) ? oldSelf.device : '') && ",
+        "(has(self.directory) ? self.directory : '') == (has(oldSelf.directory) ? oldSelf.directory : '') && ",
+        "(has(self.stateDirectory) ? self.stateDirectory : '') == (has(oldSelf.stateDirectory) ? oldSelf.stateDirectory : '') && ",
+        "(!has(oldSelf.devices) || (has(self.devices) && oldSelf.devices.all(d, d in self.devices))) && ",
+        "(!has(oldSelf.directories) || (has(self.directories) && oldSelf.directories.all(d, d in self.directories)))"
+    )).message("storage only takes more devices or directories: no entry can change or go, since bricks live there; replace the node's bricks instead"))]
     pub storage: NodeStorage,
 }
 
-/// Node-local storage: exactly one of a block device to format as XFS, or an existing
-/// directory.
-#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq)]
+/// The CEL check of a directory path held in `$v`: absolute, no `.` or `..` component, not a
+/// system directory nor under one.
+macro_rules! directory_rule {
+    ($v:literal) => {
+        concat!(
+            $v, ".startsWith('/') && ", $v, " != '/' && !", $v, ".contains('/../') && !", $v,
+            ".endsWith('/..') && !", $v, ".contains('/./') && !", $v, ".endsWith('/.') && !", $v,
+            ".contains('//') && !", $v, ".matches('[[:cntrl:]]') && !(", $v, ".endsWith('/') ? ", $v,
+            ".substring(0, size(", $v, ") - 1) : ", $v,
+            ").matches('^/(etc|usr|bin|sbin|lib|lib32|lib64|libx32|boot|dev|proc|sys|run|var|var/lib|var/run|var/log|var/lib/kubelet|var/lib/glusterd|var/lib/containerd|var/lib/docker|root|home|tmp|opt|srv|mnt|media)$') && !",
+            $v, ".matches('^/(etc|usr|bin|sbin|lib|lib32|lib64|libx32|boot|dev|proc|sys|run|var/run|var/lib/kubelet|var/lib/glusterd|var/lib/containerd|var/lib/docker)/')"
+        )
+    };
+}
+
+/// What a directory rule's message says.
+macro_rules! directory_message {
+    () => {
+        "must be an absolute directory path other than /, without . or .. components or control characters, that is not a system directory nor lies under one (/etc, /usr, /dev, /proc, /sys, /run, /boot, the kubelet's or glusterd's state, ...); use a directory of its own such as /var/lib/glusterkube or a mounted XFS filesystem"
+    };
+}
+
+/// Node-local storage: exactly one of a block device to format as XFS, an existing
+/// directory, several devices (paths or patterns), or several directories, one disk each.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.device) != has(self.directory)").message("set exactly one of device or directory"))]
+#[x_kube(validation = Rule::new("(has(self.device) ? 1 : 0) + (has(self.directory) ? 1 : 0) + (has(self.devices) && size(self.devices) > 0 ? 1 : 0) + (has(self.directories) && size(self.directories) > 0 ? 1 : 0) == 1").message("set exactly one of device, directory, devices or directories"))]
+#[x_kube(validation = Rule::new("!has(self.stateDirectory) || (has(self.devices) && size(self.devices) > 0) || (has(self.directories) && size(self.directories) > 0)").message("stateDirectory goes only with devices or directories (a single device or directory holds glusterd's state itself)").field_path(".stateDirectory"))]
 pub struct NodeStorage {
     /// A whole block device, for example /dev/sdb or /dev/disk/by-id/…. If it holds no
     /// filesystem it is formatted as XFS with 512-byte inodes (room for gluster's extended
@@ -167,10 +197,44 @@ pub struct NodeStorage {
     /// dedicated XFS filesystem: gluster refuses bricks on the root filesystem.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 2, max = 512))]
-    #[x_kube(validation = Rule::new("self.startsWith('/') && self != '/' && !self.contains('/../') && !self.endsWith('/..') && !self.contains('/./') && !self.endsWith('/.') && !self.contains('//')").message("must be an absolute directory path other than /, without . or .. components"))]
-    #[x_kube(validation = Rule::new("!self.matches('[[:cntrl:]]')").message("must not contain control characters"))]
-    #[x_kube(validation = Rule::new("!(self.endsWith('/') ? self.substring(0, size(self) - 1) : self).matches('^/(etc|usr|bin|sbin|lib|lib32|lib64|libx32|boot|dev|proc|sys|run|var|var/lib|var/run|var/log|var/lib/kubelet|var/lib/glusterd|var/lib/containerd|var/lib/docker|root|home|tmp|opt|srv|mnt|media)$') && !self.matches('^/(etc|usr|bin|sbin|lib|lib32|lib64|libx32|boot|dev|proc|sys|run|var/run|var/lib/kubelet|var/lib/glusterd|var/lib/containerd|var/lib/docker)/')").message("must not be a system directory or lie under one (/etc, /usr, /dev, /proc, /sys, /run, /boot, the kubelet's or glusterd's state, ...); use a directory of its own such as /var/lib/glusterkube or a mounted XFS filesystem"))]
+    #[x_kube(validation = Rule::new(directory_rule!("self")).message(directory_message!()))]
     pub directory: Option<String>,
+    /// Several block devices, one disk each: paths such as /dev/sdb, or patterns whose last
+    /// component holds `*`, `?` or `[...]`, such as /dev/disk/by-id/nvme-Vendor_*, which the
+    /// brick pod matches on the node. A device named by path is used as `device` is (an
+    /// empty one formatted as XFS, an XFS one used, anything else refused). A device a
+    /// pattern matches is used only when it is empty or an XFS this cluster formatted; one
+    /// holding any other filesystem or a partition table is left alone and logged. Bricks
+    /// are spread over the disks; entries may be added later, never removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(min = 6, max = 256)))]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    #[x_kube(validation = Rule::new("self.all(d, d.startsWith('/dev/') && !d.contains('/../') && !d.endsWith('/..') && !d.contains('/./') && !d.endsWith('/.') && !d.contains('//') && !d.contains(','))").message("every entry must be a device path or pattern under /dev/ without . or .. components or commas"))]
+    #[x_kube(validation = Rule::new("self.all(d, !d.substring(0, d.lastIndexOf('/')).contains('*') && !d.substring(0, d.lastIndexOf('/')).contains('?') && !d.substring(0, d.lastIndexOf('/')).contains('['))").message("a pattern may hold *, ? or [...] in its last path component only, such as /dev/disk/by-id/ata-*"))]
+    pub devices: Vec<String>,
+    /// Several existing directories, one disk each (for example mounted XFS filesystems
+    /// such as /data/disk1 and /data/disk2). Bricks are spread over them; entries may be
+    /// added later, never removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(min = 2, max = 256)))]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    #[x_kube(validation = Rule::new("self.all(d, d.startsWith('/') && d != '/' && !d.contains('/../') && !d.endsWith('/..') && !d.contains('/./') && !d.endsWith('/.') && !d.contains('//') && !d.contains(','))").message("every entry must be an absolute directory path other than /, without . or .. components or commas (system directories are refused by the operator)"))]
+    pub directories: Vec<String>,
+    /// With devices or directories: the node directory that holds glusterd's state (the
+    /// pool's membership and volume definitions; a few MiB). Defaults to
+    /// /var/lib/glusterkube/<namespace>.<cluster>.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 512))]
+    #[x_kube(validation = Rule::new(directory_rule!("self")).message(directory_message!()))]
+    pub state_directory: Option<String>,
+}
+
+impl NodeStorage {
+    /// Whether this storage is several disks (devices or directories), each a brick root of
+    /// its own, with glusterd's state apart from them.
+    pub fn is_multi_disk(&self) -> bool {
+        !self.devices.is_empty() || !self.directories.is_empty()
+    }
 }
 
 /// What the operator last observed of the cluster.
@@ -245,4 +309,7 @@ pub struct PeerStatus {
     /// The node's zone: the value of its zoneLabel label, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// The disks holding this node's bricks, as its brick pod found them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disks: Option<i32>,
 }

@@ -83,9 +83,10 @@ pub struct GlusterVolumeSpec {
     pub allow_shared_zones: bool,
 
     /// Usable capacity wanted, for example 100Gi. With brickCount, a floor on the brick
-    /// count: the volume spans enough nodes to hold it (bricks sharing a node add no space),
-    /// in whole sets; raising it adds sets and rebalances. Refused when the cluster's nodes
-    /// cannot hold it. With explicit bricks, it only informs the CSI driver.
+    /// count: the volume gets enough bricks to hold it, each on a disk of its own (bricks
+    /// sharing a disk add no space), in whole sets; raising it adds sets and rebalances.
+    /// Refused when the cluster's disks cannot hold it. With explicit bricks, it only
+    /// informs the CSI driver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(transform = at_most_64)]
     #[x_kube(validation = Rule::new("isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))").message("size must be a Kubernetes quantity greater than 0, such as 100Gi or 500G (not 100GB)"))]

@@ -92,6 +92,7 @@ async fn apply(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
                 total_bytes: a.total_bytes,
                 free_bytes: a.free_bytes,
                 zone: zones.get(&a.node).cloned(),
+                disks: a.disks.len(),
             })
             .collect(),
         down: &down,

@@ -21,6 +21,22 @@ use crate::Error;
 pub const TLS_DIR: &str = "/etc/glusterkube/tls";
 /// Where node-local storage (glusterd's state and the bricks) is mounted in brick pods.
 pub const STATE_DIR: &str = "/var/lib/glusterkube";
+/// Where a node's `directories` are mounted in brick pods, one numbered directory each; the
+/// entrypoint binds each under STATE_DIR/disks/<its id>, where its bricks are.
+pub const DISK_DIRS: &str = "/var/lib/glusterkube-disks";
+
+/// Where glusterd's state lives on a node with several disks when the spec names no place.
+pub fn default_state_directory(namespace: &str, cluster: &str) -> String {
+    format!("/var/lib/glusterkube/{namespace}.{cluster}")
+}
+
+/// For a device pattern (`*`, `?` or `[` in its last component), the directory it matches
+/// in; None for a plain path.
+fn pattern_parent(device: &str) -> Option<&str> {
+    let (parent, last) = device.rsplit_once('/')?;
+    last.contains(['*', '?', '['])
+        .then_some(if parent.is_empty() { "/" } else { parent })
+}
 
 /// Applies the Service, the PodDisruptionBudget and every node's StatefulSet.
 pub async fn apply(ctx: &Context, gc: &GlusterCluster) -> Result<(), Error> {
@@ -101,15 +117,65 @@ pub fn build_statefulset(gc: &GlusterCluster, node: &StorageNode, pods: &BrickPo
         mounts.push(json!({"name": "gluster-tls", "mountPath": crate::tls::gluster::SSL_DIR, "readOnly": true}));
         volumes.push(json!({"name": "gluster-tls", "secret": {"secretName": gluster_tls_secret(&cluster), "defaultMode": 0o400}}));
     }
-    if let Some(dir) = &node.storage.directory {
+    let storage = &node.storage;
+    if let Some(dir) = &storage.directory {
         mounts.push(json!({"name": "state", "mountPath": STATE_DIR}));
         volumes
             .push(json!({"name": "state", "hostPath": {"path": dir, "type": "DirectoryOrCreate"}}));
     }
-    if let Some(dev) = &node.storage.device {
+    if let Some(dev) = &storage.device {
         env.push(json!({"name": "GK_DEVICE", "value": dev}));
         mounts.push(json!({"name": "device", "mountPath": dev}));
         volumes.push(json!({"name": "device", "hostPath": {"path": dev, "type": "BlockDevice"}}));
+    }
+    if storage.is_multi_disk() {
+        let state = storage
+            .state_directory
+            .clone()
+            .unwrap_or_else(|| default_state_directory(&ns, &cluster));
+        mounts.push(json!({"name": "state", "mountPath": STATE_DIR}));
+        volumes.push(
+            json!({"name": "state", "hostPath": {"path": state, "type": "DirectoryOrCreate"}}),
+        );
+        // The entrypoint marks each disk with its owner, so no other cluster takes it.
+        env.push(json!({"name": "GK_OWNER", "value": format!("{ns}/{cluster}")}));
+    }
+    if !storage.devices.is_empty() {
+        env.push(json!({"name": "GK_DEVICES", "value": storage.devices.join(",")}));
+        let mut parents: Vec<&str> = Vec::new();
+        for (i, dev) in storage.devices.iter().enumerate() {
+            match pattern_parent(dev) {
+                // A privileged container sees the node's device nodes in /dev already; a
+                // directory of links (/dev/disk/by-id) comes from the node, for the brick
+                // pod to match the pattern there.
+                Some("/dev") => {}
+                Some(parent) if !parents.contains(&parent) => parents.push(parent),
+                Some(_) => {}
+                None => {
+                    let name = format!("device-{i}");
+                    mounts.push(json!({"name": name, "mountPath": dev}));
+                    volumes.push(
+                        json!({"name": name, "hostPath": {"path": dev, "type": "BlockDevice"}}),
+                    );
+                }
+            }
+        }
+        for (i, parent) in parents.iter().enumerate() {
+            let name = format!("device-links-{i}");
+            mounts.push(json!({"name": name, "mountPath": parent, "readOnly": true}));
+            volumes.push(json!({"name": name, "hostPath": {"path": parent, "type": "Directory"}}));
+        }
+    }
+    if !storage.directories.is_empty() {
+        let mut inside = Vec::new();
+        for (i, dir) in storage.directories.iter().enumerate() {
+            let name = format!("disk-{i}");
+            let at = format!("{DISK_DIRS}/{i}");
+            mounts.push(json!({"name": name, "mountPath": at}));
+            volumes.push(json!({"name": name, "hostPath": {"path": dir, "type": "Directory"}}));
+            inside.push(at);
+        }
+        env.push(json!({"name": "GK_DIRECTORIES", "value": inside.join(",")}));
     }
     let mut container = json!({
         "name": "brick",
@@ -223,6 +289,88 @@ pub(crate) mod tests {
         let off = pod(&gc);
         assert_eq!(env(&off), Some(json!("off")));
         assert!(!off.to_string().contains("gluster-tls"));
+    }
+
+    #[test]
+    fn several_disks_are_mounted_with_their_owner_and_state_apart() {
+        let v: serde_json::Value = serde_yaml::from_str(
+            "apiVersion: glusterkube.dev/v1alpha1\nkind: GlusterCluster\nmetadata: {name: pool, namespace: storage, uid: u1}\nspec:\n  nodes:\n  - {name: a, storage: {devices: [/dev/sdb, /dev/disk/by-id/ata-*, /dev/disk/by-id/nvme-*, '/dev/sd[c-e]']}}\n  - {name: b, storage: {directories: [/data/d1, /data/d2], stateDirectory: /data/state}}\n",
+        )
+        .unwrap();
+        let gc: GlusterCluster = serde_json::from_value(v).unwrap();
+        let pod = |i: usize| {
+            let sts = build_statefulset(&gc, &gc.spec.nodes[i], &pods("img"));
+            serde_json::to_value(sts.spec.unwrap().template.spec.unwrap()).unwrap()
+        };
+        let env = |p: &serde_json::Value, name: &str| {
+            p["containers"][0]["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == name)
+                .map(|e| e["value"].as_str().unwrap().to_string())
+        };
+        let host_paths = |p: &serde_json::Value| -> Vec<(String, String)> {
+            let volumes = p["volumes"].as_array().unwrap();
+            p["containers"][0]["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|m| {
+                    let v = volumes.iter().find(|v| v["name"] == m["name"])?;
+                    Some((
+                        v["hostPath"]["path"].as_str()?.to_string(),
+                        m["mountPath"].as_str()?.to_string(),
+                    ))
+                })
+                .collect()
+        };
+        let a = pod(0);
+        assert_eq!(
+            env(&a, "GK_DEVICES").as_deref(),
+            Some("/dev/sdb,/dev/disk/by-id/ata-*,/dev/disk/by-id/nvme-*,/dev/sd[c-e]")
+        );
+        assert_eq!(env(&a, "GK_OWNER").as_deref(), Some("storage/pool"));
+        let mut a_paths = host_paths(&a);
+        a_paths.sort();
+        assert_eq!(
+            a_paths,
+            [
+                ("/dev/disk/by-id".into(), "/dev/disk/by-id".into()),
+                ("/dev/fuse".into(), "/dev/fuse".into()),
+                ("/dev/sdb".into(), "/dev/sdb".into()),
+                (
+                    "/var/lib/glusterkube/storage.pool".into(),
+                    STATE_DIR.to_string()
+                ),
+            ]
+        );
+        let b = pod(1);
+        assert_eq!(
+            env(&b, "GK_DIRECTORIES").as_deref(),
+            Some("/var/lib/glusterkube-disks/0,/var/lib/glusterkube-disks/1")
+        );
+        let b_paths = host_paths(&b);
+        for pair in [
+            ("/data/state", STATE_DIR),
+            ("/data/d1", "/var/lib/glusterkube-disks/0"),
+            ("/data/d2", "/var/lib/glusterkube-disks/1"),
+        ] {
+            assert!(
+                b_paths.contains(&(pair.0.into(), pair.1.into())),
+                "{b_paths:?}"
+            );
+        }
+        assert!(env(&b, "GK_DEVICES").is_none());
+        // A single directory or device is as before: no owner, no disk lists.
+        let single = cluster();
+        let s = serde_json::to_value(build_statefulset(
+            &single,
+            &single.spec.nodes[0],
+            &pods("img"),
+        ))
+        .unwrap();
+        assert!(!s.to_string().contains("GK_OWNER"));
     }
 
     #[test]

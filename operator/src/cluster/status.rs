@@ -19,6 +19,8 @@ pub struct NodeSeen {
     pub free_bytes: u64,
     /// The node's zone label, when its Node has one.
     pub zone: Option<String>,
+    /// The disks its agent reports.
+    pub disks: usize,
 }
 
 /// What one reconcile of a GlusterCluster observed.
@@ -54,6 +56,7 @@ pub fn compute(old: &GlusterClusterStatus, o: &Observed) -> (GlusterClusterStatu
                     node: a.node.clone(),
                     address: a.address.clone(),
                     zone: a.zone.clone(),
+                    disks: Some(a.disks as i32),
                     // The anchor is trivially in its own pool.
                     connected: i == 0 || seen.is_some_and(|p| p.connected),
                     state: if i == 0 {
@@ -195,6 +198,7 @@ mod tests {
             total_bytes: (10 << 30) + 12345,
             free_bytes: 4 << 30,
             zone: None,
+            disks: 1,
         }
     }
 
@@ -380,6 +384,7 @@ mod tests {
                 connected: true,
                 state: None,
                 zone: None,
+                disks: None,
             }],
             ..Default::default()
         };

@@ -1,6 +1,8 @@
 //! What admission cannot check of a GlusterCluster spec: the brick pods' compute resources
 //! (the CRD embeds Kubernetes' own type, over whose maps the apiserver cannot bound a rule's
-//! cost). Refused here as InvalidSpec naming the field, before any object is made from it.
+//! cost) and the system directories and control characters of the storage lists (regular
+//! expressions over every entry of every node cost more than the apiserver's budget). Refused
+//! here as InvalidSpec naming the field, before any object is made from it.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +12,83 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::plan::SpecError;
 
+/// Directories that hold the node's system or another program's state: a disk there would
+/// mix bricks with them.
+const SYSTEM_DIRECTORIES: &[&str] = &[
+    "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/boot",
+    "/dev",
+    "/proc",
+    "/sys",
+    "/run",
+    "/var/run",
+    "/var/lib/kubelet",
+    "/var/lib/glusterd",
+    "/var/lib/containerd",
+    "/var/lib/docker",
+];
+/// Directories that may hold a disk below them, but not be one.
+const SYSTEM_PARENTS: &[&str] = &[
+    "/var", "/var/lib", "/var/log", "/root", "/home", "/tmp", "/opt", "/srv", "/mnt", "/media",
+];
+
+fn storage_lists(spec: &GlusterClusterSpec) -> Result<(), SpecError> {
+    for (i, node) in spec.nodes.iter().enumerate() {
+        let s = &node.storage;
+        let entries =
+            s.devices
+                .iter()
+                .enumerate()
+                .map(|(j, d)| (format!("spec.nodes[{i}].storage.devices[{j}]"), d, false))
+                .chain(
+                    s.directories.iter().enumerate().map(|(j, d)| {
+                        (format!("spec.nodes[{i}].storage.directories[{j}]"), d, true)
+                    }),
+                )
+                .chain(
+                    s.state_directory
+                        .iter()
+                        .map(|d| (format!("spec.nodes[{i}].storage.stateDirectory"), d, true)),
+                );
+        for (field, path, directory) in entries {
+            if path.chars().any(char::is_control) {
+                return Err(SpecError {
+                    field,
+                    reason: format!("{path:?} holds a control character"),
+                });
+            }
+            if !directory {
+                continue;
+            }
+            let trimmed = path.trim_end_matches('/');
+            let under = |root: &&str| {
+                trimmed
+                    .strip_prefix(root)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            };
+            if SYSTEM_DIRECTORIES.iter().any(under) || SYSTEM_PARENTS.contains(&trimmed) {
+                return Err(SpecError {
+                    field,
+                    reason: format!(
+                        "{path} is a system directory or lies under one; use a directory of \
+                         its own such as /var/lib/glusterkube/disk1 or a mounted XFS filesystem"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn spec(spec: &GlusterClusterSpec) -> Result<(), SpecError> {
+    storage_lists(spec)?;
     let Some(r) = &spec.resources else {
         return Ok(());
     };
@@ -56,6 +134,53 @@ mod tests {
             "resources": resources,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn storage_lists_refuse_system_directories_and_control_characters_naming_the_entry() {
+        let with = |storage: serde_json::Value| -> GlusterClusterSpec {
+            serde_json::from_value(serde_json::json!({
+                "nodes": [{"name": "a", "storage": {"directory": "/srv/g"}},
+                          {"name": "b", "storage": storage}],
+            }))
+            .unwrap()
+        };
+        spec(&with(
+            serde_json::json!({"directories": ["/data/d1", "/srv/d2", "/var/lib/glusterkube/d3"],
+                                      "stateDirectory": "/var/lib/glusterkube/state"}),
+        ))
+        .unwrap();
+        spec(&with(
+            serde_json::json!({"devices": ["/dev/sdb", "/dev/disk/by-id/ata-*"]}),
+        ))
+        .unwrap();
+        for (storage, field) in [
+            (
+                serde_json::json!({"directories": ["/data/d1", "/var/lib/kubelet/pods"]}),
+                "spec.nodes[1].storage.directories[1]",
+            ),
+            (
+                serde_json::json!({"directories": ["/srv/"]}),
+                "spec.nodes[1].storage.directories[0]",
+            ),
+            (
+                serde_json::json!({"directories": ["/etc"]}),
+                "spec.nodes[1].storage.directories[0]",
+            ),
+            (
+                serde_json::json!({"devices": ["/dev/sd\tb"]}),
+                "spec.nodes[1].storage.devices[0]",
+            ),
+            (
+                serde_json::json!({"devices": ["/dev/sdb"], "stateDirectory": "/proc/1"}),
+                "spec.nodes[1].storage.stateDirectory",
+            ),
+        ] {
+            let e = spec(&with(storage.clone())).unwrap_err();
+            assert_eq!(e.field, field, "{storage}");
+        }
+        // /etcd is not /etc.
+        spec(&with(serde_json::json!({"directories": ["/etcd/disk"]}))).unwrap();
     }
 
     #[test]

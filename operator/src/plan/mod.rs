@@ -11,12 +11,13 @@ pub mod placement;
 pub mod profiles;
 pub mod rollout;
 pub mod size;
+pub mod spread;
 pub mod zones;
 
 pub use error::SpecError;
 pub use layout::{layout, layout_of};
 pub use migration::{migration, Migration};
-pub use node::NodeSlot;
+pub use node::{DiskSlot, NodeSlot};
 pub use placement::{bricks, replacements, resize, Resize};
 pub use profiles::options;
 pub use rollout::{rollout_step, BrickPod, RolloutStep};
@@ -27,7 +28,7 @@ pub use size::{size_bricks, wanted_bricks, MAX_BRICKS};
 pub(crate) mod fixtures {
     use gk_gluster::Brick;
 
-    use super::node::NodeSlot;
+    use super::node::{DiskSlot, NodeSlot};
     use crate::crd::GlusterVolumeSpec;
 
     pub fn spec(yaml: &str) -> GlusterVolumeSpec {
@@ -40,8 +41,10 @@ pub(crate) mod fixtures {
             .map(|i| NodeSlot {
                 node: format!("n{i}"),
                 address: format!("10.0.0.{i}"),
-                brick_root: "/var/lib/glusterkube/bricks/".into(),
-                total_bytes: 100 << 30,
+                disks: vec![DiskSlot {
+                    brick_root: "/var/lib/glusterkube/bricks/".into(),
+                    total_bytes: 100 << 30,
+                }],
                 zone: None,
             })
             .collect()

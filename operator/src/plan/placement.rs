@@ -10,6 +10,7 @@ use super::error::{spec_error, SpecError};
 use super::layout::layout;
 use super::node::NodeSlot;
 use super::size::brick_count;
+use super::spread::spread;
 use super::zones;
 use crate::crd::GlusterVolumeSpec;
 
@@ -37,38 +38,10 @@ pub fn bricks(
             // Refuses a count past MAX_BRICKS (wanted_bricks): the CRD caps brickCount too, but
             // a spec stored under an older CRD must not make the operator plan billions.
             let count = brick_count(spec, nodes)?;
-            if nodes.len() < set {
-                return Err(spec_error(
-                    "spec.brickCount",
-                    format!(
-                        "sets of {set} bricks need {set} storage nodes so no node holds two bricks of a set; the cluster has {}",
-                        nodes.len()
-                    ),
-                ));
-            }
-            if zones::any_zone(nodes) {
-                // Whole sets, each over distinct zones, the emptiest zones first.
-                let mut load = vec![0; nodes.len()];
-                let mut chosen = Vec::with_capacity(count);
-                for _ in 0..count / set.max(1) {
-                    for i in zones::pick_set(
-                        nodes,
-                        &load,
-                        set,
-                        spec.allow_shared_zones,
-                        "spec.brickCount",
-                    )? {
-                        load[i] += 1;
-                        chosen.push(&nodes[i]);
-                    }
-                }
-                chosen
-            } else {
-                // Set j starts one node further than set j-1, spreading load round the nodes.
-                (0..count)
-                    .map(|k| &nodes[(k / set + k % set) % nodes.len()])
-                    .collect()
-            }
+            spread(nodes, count, set, spec.allow_shared_zones)?
+                .into_iter()
+                .map(|i| &nodes[i])
+                .collect()
         }
         _ => {
             return Err(spec_error(
@@ -101,17 +74,12 @@ pub fn bricks(
         let sets: Vec<Vec<&NodeSlot>> = chosen.chunks(set).map(|g| g.to_vec()).collect();
         zones::check_explicit(&sets, 0, spec.allow_shared_zones)?;
     }
-    chosen
-        .iter()
-        .enumerate()
-        .map(|(k, n)| {
-            Brick::new(
-                &n.address,
-                format!("{}/{volume_name}-{k}", n.brick_root.trim_end_matches('/')),
-            )
-            .map_err(|e| spec_error("brick", e.to_string()))
-        })
-        .collect()
+    let mut out: Vec<Brick> = Vec::with_capacity(chosen.len());
+    for (k, n) in chosen.iter().enumerate() {
+        let path = format!("{}/{volume_name}-{k}", n.brick_root_for(&out));
+        out.push(Brick::new(&n.address, path).map_err(|e| spec_error("brick", e.to_string()))?);
+    }
+    Ok(out)
 }
 
 /// What a volume's brick count asks of gluster.
@@ -124,22 +92,16 @@ pub enum Resize {
     Shrink(Vec<Brick>),
 }
 
-fn brick_path(slot: &NodeSlot, volume_name: &str, index: usize) -> String {
-    format!(
-        "{}/{volume_name}-{index}",
-        slot.brick_root.trim_end_matches('/')
-    )
-}
-
-/// A brick on `slot` for position `index` whose path no existing brick uses: a brick that
-/// left the volume may still hold data under the plain name, and it must stay untouched.
+/// A brick on `slot` for position `index`, on the slot's disk holding the fewest of `taken`,
+/// whose path no existing brick uses: a brick that left the volume may still hold data under
+/// the plain name, and it must stay untouched.
 fn fresh_brick(
     slot: &NodeSlot,
     volume_name: &str,
     index: usize,
     taken: &[Brick],
 ) -> Result<Brick, SpecError> {
-    let plain = brick_path(slot, volume_name, index);
+    let plain = format!("{}/{volume_name}-{index}", slot.brick_root_for(taken));
     let mut path = plain.clone();
     let mut n = 1;
     while taken
@@ -355,7 +317,7 @@ mod tests {
         let b = bricks(&s, "ns-v", &nodes(4)).unwrap();
         assert_eq!(
             hosts(&b),
-            ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
+            ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.1", "10.0.0.2", "10.0.0.4"]
         );
         assert_eq!(b[4].path, "/var/lib/glusterkube/bricks/ns-v-4");
         let s =

@@ -484,27 +484,32 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let h = crate::health(&self.gluster)
             .await
             .map_err(AgentError::from)?;
-        let (total, free) = self
+        let disks: Vec<Disk> = self
             .config
             .brick_roots
-            .first()
-            .and_then(|root| rustix::fs::statvfs(root).ok())
-            .map(|st| (st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize))
-            .unwrap_or_default();
+            .iter()
+            .map(|root| {
+                let (total_bytes, free_bytes) = rustix::fs::statvfs(root)
+                    .map(|st| (st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize))
+                    .unwrap_or_default();
+                Disk {
+                    brick_root: root.display().to_string(),
+                    total_bytes,
+                    free_bytes,
+                }
+            })
+            .collect();
+        let first = disks.first().cloned().unwrap_or_default();
         Ok(Response::new(HealthResponse {
             agent_version: env!("CARGO_PKG_VERSION").into(),
             gluster_version: h.version,
             peers: h.peers as u32,
             peers_connected: h.peers_connected as u32,
             address: self.config.advertise_address.clone(),
-            brick_root: self
-                .config
-                .brick_roots
-                .first()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            brick_root_total_bytes: total,
-            brick_root_free_bytes: free,
+            brick_root: first.brick_root,
+            brick_root_total_bytes: first.total_bytes,
+            brick_root_free_bytes: first.free_bytes,
+            disks,
         }))
     }
 
