@@ -3,6 +3,7 @@
 
 mod convert;
 mod error;
+pub mod hung;
 mod locks;
 pub mod quota;
 pub mod scope;

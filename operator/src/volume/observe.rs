@@ -166,27 +166,44 @@ pub async fn run(
         ctx.metrics
             .capacity(&ns, &vname, c.total_bytes, c.used_bytes);
     }
+    let restart_on = status::restart_on(&outcome.status.bricks, &live);
     set_status(ctx, gv, outcome.status, &outcome.conditions).await?;
     ctx.metrics.volume(&ns, &vname, &gauges);
     count_quota_backlog(ctx, agents, &ns, &vname, name);
 
-    let anchor = &mut agents[0];
     match outcome.next {
         Next::RestartBricks => {
-            tracing::warn!(volume = %name, "restarting offline bricks");
-            anchor
-                .client
-                .volume_start(VolumeStartRequest {
-                    name: name.into(),
-                    force: true,
-                })
-                .await
-                .map_err(|s| Error::agent(&anchor.node, s))?;
+            tracing::warn!(volume = %name, nodes = ?restart_on, "restarting offline bricks");
+            // Each node holding an offline brick starts it, having killed its hung brick
+            // processes; with none known (a peer that missed the start), the anchor does.
+            let force = || VolumeStartRequest {
+                name: name.into(),
+                force: true,
+            };
+            let mut started = false;
+            for a in agents
+                .iter_mut()
+                .filter(|a| restart_on.contains(&a.address))
+            {
+                a.client
+                    .volume_start(force())
+                    .await
+                    .map_err(|s| Error::agent(&a.node, s))?;
+                started = true;
+            }
+            let anchor = &mut agents[0];
+            if !started {
+                anchor
+                    .client
+                    .volume_start(force())
+                    .await
+                    .map_err(|s| Error::agent(&anchor.node, s))?;
+            }
             let _ = anchor.client.heal_start(req()).await;
             Ok(Action::requeue(Duration::from_secs(2)))
         }
         Next::Heal => {
-            let _ = anchor.client.heal_start(req()).await;
+            let _ = agents[0].client.heal_start(req()).await;
             Ok(Action::requeue(Duration::from_secs(3)))
         }
         Next::Migrating => Ok(Action::requeue(Duration::from_secs(3))),

@@ -252,11 +252,7 @@ pub fn compute(o: &Observed) -> Outcome {
         ..Default::default()
     };
     // Restarted only on gluster's word, never on a guess.
-    let dead_on_live_nodes = st.is_some()
-        && status
-            .bricks
-            .iter()
-            .any(|b| !b.online && o.live.contains(&b.host));
+    let dead_on_live_nodes = st.is_some() && !restart_on(&status.bricks, o.live).is_empty();
     let migrating = status.resize.as_ref().is_some_and(|r| {
         matches!(
             r.phase,
@@ -281,6 +277,19 @@ pub fn compute(o: &Observed) -> Outcome {
         conditions,
         next,
     }
+}
+
+/// The live nodes (pool addresses) holding an offline brick: each kills its hung brick
+/// processes before the forced start (see the agent's `hung`).
+pub fn restart_on(bricks: &[BrickStatus], live: &[String]) -> Vec<String> {
+    let mut hosts: Vec<String> = bricks
+        .iter()
+        .filter(|b| !b.online && live.contains(&b.host))
+        .map(|b| b.host.clone())
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    hosts
 }
 
 /// ZonesShared: True while some replica or disperse set has two bricks in one zone, so
@@ -476,6 +485,29 @@ mod tests {
 
     fn summary(o: &Outcome) -> [(bool, String); 3] {
         ["Ready", "Degraded", "Progressing"].map(|t| (get(o, t).status, get(o, t).reason.clone()))
+    }
+
+    #[test]
+    fn bricks_restart_on_the_live_nodes_that_hold_an_offline_one() {
+        let b = |host: &str, online: bool| BrickStatus {
+            node: host.into(),
+            host: host.into(),
+            path: format!("/b/{host}"),
+            online,
+            heal_pending: None,
+            split_brain: None,
+            zone: None,
+        };
+        let bricks = [
+            b("n1", true),
+            b("n2", false),
+            b("n3", false),
+            b("n2", false),
+        ];
+        let live = ["n1".to_string(), "n2".to_string()];
+        // n3 does not answer: its bricks wait for it; n2 is named once.
+        assert_eq!(restart_on(&bricks, &live), ["n2"]);
+        assert!(restart_on(&bricks[..1], &live).is_empty());
     }
 
     #[test]

@@ -222,6 +222,35 @@ impl<R: CommandRunner + 'static> Agent<R> {
             .collect()
     }
 
+    /// Kills this node's brick processes of `name` that glusterd has reported offline for
+    /// long after they started (see `hung`), so that a forced start runs fresh ones.
+    async fn kill_hung_bricks(&self, name: &str) {
+        let Ok(status) = self.gluster.volume_status(name).await else {
+            return;
+        };
+        let offline: Vec<&str> = status
+            .bricks
+            .iter()
+            .filter(|b| !b.online && b.brick.host == self.config.advertise_address)
+            .map(|b| b.brick.path.as_str())
+            .collect();
+        if offline.is_empty() {
+            return;
+        }
+        let procs = crate::hung::brick_processes();
+        for pid in crate::hung::hung(&procs, name, &offline, crate::hung::HUNG_AFTER) {
+            tracing::warn!(
+                volume = name,
+                pid,
+                "killing a brick process glusterd reports offline long after it started"
+            );
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+
     async fn release(&self, path: &Path) -> Result<bool, AgentError> {
         let inside_root = self
             .config
@@ -568,6 +597,7 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let _guard = self.locks.lock(&name).await;
         let v = self.info(&name).await?;
         if req.force {
+            self.kill_hung_bricks(&name).await;
             self.gluster
                 .volume_start_force(&name)
                 .await
