@@ -80,17 +80,30 @@ pub const SERVER_NAME: &str = "localhost";
 impl AgentSet {
     /// Agents whose own FUSE mounts run in the test's client namespace.
     pub async fn start(net: &GlusterNet) -> Result<Self, EnvError> {
-        Self::start_with(net, false).await
+        Self::start_with(net, false, gk_agent::hung::HUNG_AFTER).await
+    }
+
+    /// Agents as [`AgentSet::start`] makes them, that take a brick process offline for
+    /// `hung_after` after its start as hung.
+    pub async fn start_hung_after(
+        net: &GlusterNet,
+        hung_after: std::time::Duration,
+    ) -> Result<Self, EnvError> {
+        Self::start_with(net, false, hung_after).await
     }
 
     /// Agents whose own FUSE mounts run in their node's network namespace and see its TLS
     /// directory and /var/lib/glusterd, as in a brick pod: needed on a TLS environment
     /// ([`GlusterNet::start_tls`]), where mounts need the node's certificate.
     pub async fn start_as_pods(net: &GlusterNet) -> Result<Self, EnvError> {
-        Self::start_with(net, true).await
+        Self::start_with(net, true, gk_agent::hung::HUNG_AFTER).await
     }
 
-    async fn start_with(net: &GlusterNet, as_pods: bool) -> Result<Self, EnvError> {
+    async fn start_with(
+        net: &GlusterNet,
+        as_pods: bool,
+        hung_after: std::time::Duration,
+    ) -> Result<Self, EnvError> {
         let pki = TestPki::new("glusterkube-test-ca")?;
         let server = pki.issue("agent", &[SERVER_NAME, "127.0.0.1"], true)?;
         let client = pki.issue("operator", &[], false)?;
@@ -116,6 +129,7 @@ impl AgentSet {
                 mounter,
                 brick_roots: vec![node.brick_root()],
                 gluster_log_dir: node.log_dir(),
+                brick_hung_after: hung_after,
             };
             let agent = Agent::new(net.gluster(i), config);
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

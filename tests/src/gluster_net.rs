@@ -434,6 +434,23 @@ impl GlusterNet {
         })
     }
 
+    /// `program` run in node `i`'s network and mount namespaces, where its glusterd and
+    /// bricks keep their pid files and sockets (nsenter execs: the child's pid is the
+    /// program's).
+    pub fn node_command(&self, i: usize, program: &Path) -> Command {
+        let pid = self.nodes[i]
+            .glusterd
+            .lock()
+            .expect("glusterd lock")
+            .as_ref()
+            .map(|c| c.id())
+            .expect("glusterd runs");
+        let mut cmd = Command::new("nsenter");
+        cmd.args(["-t", &pid.to_string(), "--net", "--mount"])
+            .arg(program);
+        cmd
+    }
+
     /// Probes every node from the first and waits until all see each other connected.
     pub async fn form_pool(&self) -> Result<(), EnvError> {
         let first = self.gluster(0);

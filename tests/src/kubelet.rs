@@ -371,6 +371,7 @@ async fn start_agent(
         mounter: mounts.mounter(),
         brick_roots: vec![n.brick_root()],
         gluster_log_dir: n.log_dir(),
+        brick_hung_after: gk_agent::hung::HUNG_AFTER,
     };
     let agent = Agent::new(net.gluster(index), config);
     let addr: SocketAddr = format!("{}:{AGENT_PORT}", pod_ip(index))

@@ -1062,3 +1062,137 @@ async fn degraded_write_and_heal(c: &mut Client, net: &GlusterNet, volume: &str)
     }
     mount::unmount(&target).unwrap();
 }
+
+/// The brick of `volume` on the only node, as glusterd's status reports it.
+async fn only_brick(c: &mut Client, volume: &str) -> BrickStatus {
+    c.volume_status(VolumeRequest {
+        name: volume.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .bricks
+    .remove(0)
+}
+
+/// A brick process that lives while glusterd reports its brick offline (seen with 25
+/// volumes made at once on 2 cores: one that never finished fetching its volfile) survives
+/// gluster's own `volume start force`, since its pid file names a live, locked process. The
+/// agent's forced start kills it first, and the brick comes back.
+#[tokio::test]
+async fn a_hung_brick_process_is_replaced_by_the_agents_forced_start() {
+    let net = GlusterNet::start(1).unwrap();
+    let agents = AgentSet::start_hung_after(&net, Duration::from_secs(3))
+        .await
+        .unwrap();
+    let mut c = agents.client(0).await.unwrap();
+    let v = create(
+        &mut c,
+        spec("hung", VolumeType::Distribute, bricks(&net, "hung", 1)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(v.status, "Started");
+    let brick = only_brick(&mut c, "hung").await;
+    assert!(brick.online, "{brick:?}");
+    let args: Vec<String> = std::fs::read(format!("/proc/{}/cmdline", brick.pid))
+        .unwrap()
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    assert!(args.iter().any(|a| a == "--brick-name"), "{args:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(brick.pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while only_brick(&mut c, "hung").await.online {
+        assert!(
+            Instant::now() < deadline,
+            "the killed brick still shows online"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // A stand-in for the hung process: named glusterfsd, with the brick's arguments, holding
+    // the brick's pid file locked with its own pid, and never reaching glusterd.
+    let dir = net.scratch_dir("hung-brick").unwrap();
+    let exe = dir.join("glusterfsd");
+    let _ = std::fs::remove_file(&exe);
+    std::os::unix::fs::symlink("/usr/bin/python3", &exe).unwrap();
+    let script = "import fcntl, os, sys, time\n\
+                  f = open(sys.argv[sys.argv.index('-p') + 1], 'r+')\n\
+                  fcntl.lockf(f, fcntl.LOCK_EX)\n\
+                  f.seek(0); f.truncate(); f.write('%d\\n' % os.getpid()); f.flush()\n\
+                  time.sleep(600)\n";
+    let hung = net
+        .node_command(0, &exe)
+        .arg("-c")
+        .arg(script)
+        .args(&args[1..])
+        .spawn()
+        .unwrap();
+    let hung_pid = hung.id();
+    // Reaped as soon as it ends, as a brick pod's init reaps its orphans: glusterd counts a
+    // zombie's pid as running.
+    let (ended_tx, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut hung = hung;
+        let _ = ended_tx.send(hung.wait());
+    });
+    // Its pid file is in the node's namespace: read there.
+    let pidfile = &args[args.iter().position(|a| a == "-p").unwrap() + 1];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = net
+            .node_command(0, Path::new("/bin/cat"))
+            .arg(pidfile)
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&out.stdout).trim() == hung_pid.to_string() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline && ended.try_recv().is_err(),
+            "the stand-in never wrote {pidfile}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // gluster's own forced start: the brick stays offline, the hung process lives.
+    net.gluster(0).volume_start_force("hung").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let after_gluster = only_brick(&mut c, "hung").await;
+    assert!(
+        !after_gluster.online && ended.try_recv().is_err(),
+        "gluster's forced start replaced the hung process by itself: {after_gluster:?}"
+    );
+
+    // The agent's forced start (the stand-in is past the 3 s set here).
+    c.volume_start(VolumeStartRequest {
+        name: "hung".into(),
+        force: true,
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let back = loop {
+        let b = only_brick(&mut c, "hung").await;
+        if b.online {
+            break b;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the brick did not come back: {b:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let status = ended
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap()
+        .unwrap();
+    assert!(!status.success(), "the hung process was killed: {status:?}");
+    assert_ne!(back.pid, hung_pid, "a fresh brick process serves");
+}

@@ -1137,6 +1137,7 @@ async fn a_pool_made_by_hand_serves_subdirectory_and_static_pvs() {
             mounter: agent_mounts.mounter(),
             brick_roots: vec![server0.brick_root()],
             gluster_log_dir: server0.log_dir(),
+            brick_hung_after: gk_agent::hung::HUNG_AFTER,
         },
     )
     .for_external_volumes(["legacy".to_string()]);

@@ -67,6 +67,11 @@ enum Command {
         #[arg(long, env = "GK_LOG_MAX_MIB", default_value_t = 100,
               value_parser = clap::value_parser!(u64).range(1..=10240))]
         log_max_mib: u64,
+        /// Seconds a brick process may stay offline in glusterd's eyes after it started
+        /// before a forced start kills it as hung.
+        #[arg(long, env = "GK_BRICK_HUNG_AFTER_SECS", default_value_t = gk_agent::hung::HUNG_AFTER.as_secs(),
+              value_parser = clap::value_parser!(u64).range(10..=3600))]
+        brick_hung_after_secs: u64,
         /// For a pool made by hand (docs/external.md): serve the CSI driver only, on these
         /// volumes only (comma-separated): reading them, subdirectories with limits and
         /// snapshots; never changing their settings, peers or bricks.
@@ -111,6 +116,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             gluster_log_dir,
             log_max_mib,
             external_volumes,
+            brick_hung_after_secs,
         } => {
             // The mount root holds the agent's mounts beside their logs: not walked.
             let logs = vec![
@@ -142,6 +148,7 @@ async fn main() -> anyhow::Result<ExitCode> {
                     mounter: Mounter::default(),
                     brick_roots,
                     gluster_log_dir,
+                    brick_hung_after: Duration::from_secs(brick_hung_after_secs),
                 },
             );
             if !external_volumes.is_empty() {

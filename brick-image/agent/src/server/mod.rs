@@ -42,6 +42,9 @@ pub struct AgentConfig {
     pub brick_roots: Vec<PathBuf>,
     /// Where glusterd and the bricks write their logs (LogTail reads only below it).
     pub gluster_log_dir: PathBuf,
+    /// How long a brick process may stay offline in glusterd's eyes after it started before
+    /// a forced start kills it as hung (see `hung`).
+    pub brick_hung_after: Duration,
 }
 
 /// How long a volume checked ready for subdirectories (started, quota on, fast quota
@@ -238,7 +241,8 @@ impl<R: CommandRunner + 'static> Agent<R> {
             return;
         }
         let procs = crate::hung::brick_processes();
-        for pid in crate::hung::hung(&procs, name, &offline, crate::hung::HUNG_AFTER) {
+        let killed = crate::hung::hung(&procs, name, &offline, self.config.brick_hung_after);
+        for &pid in &killed {
             tracing::warn!(
                 volume = name,
                 pid,
@@ -248,6 +252,16 @@ impl<R: CommandRunner + 'static> Agent<R> {
                 nix::unistd::Pid::from_raw(pid),
                 nix::sys::signal::Signal::SIGKILL,
             );
+        }
+        // glusterd counts a brick as running while its pid file is locked or its pid is in
+        // /proc (a zombie too): the forced start waits until the killed are reaped.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while killed
+            .iter()
+            .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
