@@ -124,48 +124,45 @@ use_device() {
   add_disk "$id"
 }
 
-if [ -n "${GK_DEVICES:-}" ]; then
-  # Split on commas only, with no pathname expansion until a pattern is matched on purpose.
+# for_each LIST FUNC: FUNC ENTRY for each entry of the comma-separated LIST, split on commas
+# only, with no pathname expansion until a pattern is matched on purpose.
+for_each() {
   old_ifs=$IFS
   set -f
   IFS=,
-  for entry in $GK_DEVICES; do
+  for entry in $1; do
     IFS=$old_ifs
     set +f
-    case ${entry##*/} in
-      *[*?[]*)
-        # Matched here, on the node; no match leaves the pattern itself, which is no device.
-        for d in $entry; do
-          if [ -e "$d" ]; then use_device "$d" matched; fi
-        done ;;
-      *) use_device "$entry" named ;;
-    esac
+    "$2" "$entry"
     set -f
     IFS=,
   done
   set +f
   IFS=$old_ifs
-fi
+}
 
-if [ -n "${GK_DIRECTORIES:-}" ]; then
-  # Split on commas only, with no pathname expansion until a pattern is matched on purpose.
-  old_ifs=$IFS
-  set -f
-  IFS=,
-  for dir in $GK_DIRECTORIES; do
-    IFS=$old_ifs
-    set +f
-    [ -d "$dir" ] || { log "$dir is not a directory"; exit 1; }
-    id=$(claim "$dir" "directory $dir" new) || exit 1
-    mkdir -p "$state/disks/$id"
-    mountpoint -q "$state/disks/$id" || mount --bind "$dir" "$state/disks/$id"
-    add_disk "$id"
-    set -f
-    IFS=,
-  done
-  set +f
-  IFS=$old_ifs
-fi
+# A device entry: a pattern (matched here, on the node; no match leaves the pattern itself,
+# which is no device) or a path.
+device_entry() {
+  case ${1##*/} in
+    *[*?[]*)
+      for d in $1; do
+        if [ -e "$d" ]; then use_device "$d" matched; fi
+      done ;;
+    *) use_device "$1" named ;;
+  esac
+}
+
+directory_entry() {
+  [ -d "$1" ] || { log "$1 is not a directory"; exit 1; }
+  id=$(claim "$1" "directory $1" new) || exit 1
+  mkdir -p "$state/disks/$id"
+  mountpoint -q "$state/disks/$id" || mount --bind "$1" "$state/disks/$id"
+  add_disk "$id"
+}
+
+[ -z "${GK_DEVICES:-}" ] || for_each "$GK_DEVICES" device_entry
+[ -z "${GK_DIRECTORIES:-}" ] || for_each "$GK_DIRECTORIES" directory_entry
 
 if [ -z "$roots" ]; then
   log "none of GK_DEVICES (${GK_DEVICES:-}) is a disk this cluster may use; see the lines above"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real tools the tests need: Debian's gluster, etcd, xfsprogs, protoc, and for the
 # local node (tests/env/node.sh) containerd, runc, the CNI plugins, iptables, socat and
-# debootstrap; tshark for the TLS test's packet capture; csi-sanity, helm and promtool built from Go modules at pinned versions. Idempotent: a second run only checks.
+# debootstrap; tshark for the TLS test's packet capture; python3 for the agent test's stand-in
+# hung brick process; e2fsprogs for e2e's foreign (ext4) disk; csi-sanity, helm and promtool built from Go modules at pinned versions. Idempotent: a second run only checks.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
@@ -9,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 apt_packages=(glusterfs-server glusterfs-client xfsprogs attr protobuf-compiler libprotobuf-dev
   etcd-server iproute2 openssl curl psmisc procps util-linux
   containerd runc containernetworking-plugins iptables conntrack socat debootstrap
-  tshark fio)
+  tshark fio python3 e2fsprogs)
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -54,7 +55,7 @@ go_tool promtool "$GK_PROMTOOL_VERSION" github.com/prometheus/prometheus/cmd/pro
 "$bin/csi-sanity" -h >/dev/null 2>&1 || gk_die "csi-sanity does not run"
 "$bin/promtool" --version >/dev/null 2>&1 || gk_die "promtool does not run"
 "$bin/helm" version --short | grep "$GK_HELM_VERSION" >/dev/null || gk_die "helm does not report $GK_HELM_VERSION"
-for t in gluster glusterd glusterfs mkfs.xfs protoc etcd setfattr containerd runc ctr iptables socat debootstrap fio; do
+for t in gluster glusterd glusterfs mkfs.xfs mkfs.ext4 losetup blkid python3 protoc etcd setfattr containerd runc ctr iptables socat debootstrap fio; do
   command -v "$t" >/dev/null || gk_die "$t is missing after install"
 done
 gk_log "tools ready in $bin"

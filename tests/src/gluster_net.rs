@@ -410,13 +410,7 @@ impl GlusterNet {
     /// network and mount namespaces, as it does inside a brick pod: some commands (quota list,
     /// heal info) mount the volume or reach bricks themselves.
     pub fn gluster(&self, i: usize) -> Gluster<ProcessRunner> {
-        let pid = self.nodes[i]
-            .glusterd
-            .lock()
-            .expect("glusterd lock")
-            .as_ref()
-            .map(|c| c.id())
-            .expect("glusterd runs");
+        let pid = self.glusterd_pid(i);
         // nsenter, unshare and sh all exec, so the child's pid is glusterd's.
         Gluster::new(ProcessRunner {
             program: [
@@ -434,17 +428,22 @@ impl GlusterNet {
         })
     }
 
-    /// `program` run in node `i`'s network and mount namespaces, where its glusterd and
-    /// bricks keep their pid files and sockets (nsenter execs: the child's pid is the
-    /// program's).
-    pub fn node_command(&self, i: usize, program: &Path) -> Command {
-        let pid = self.nodes[i]
+    /// The pid of node `i`'s glusterd, whose namespaces are the node's.
+    fn glusterd_pid(&self, i: usize) -> u32 {
+        self.nodes[i]
             .glusterd
             .lock()
             .expect("glusterd lock")
             .as_ref()
             .map(|c| c.id())
-            .expect("glusterd runs");
+            .expect("glusterd runs")
+    }
+
+    /// `program` run in node `i`'s network and mount namespaces, where its glusterd and
+    /// bricks keep their pid files and sockets (nsenter execs: the child's pid is the
+    /// program's).
+    pub fn node_command(&self, i: usize, program: &Path) -> Command {
+        let pid = self.glusterd_pid(i);
         let mut cmd = Command::new("nsenter");
         cmd.args(["-t", &pid.to_string(), "--net", "--mount"])
             .arg(program);

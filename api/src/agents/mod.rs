@@ -132,10 +132,19 @@ pub struct NodeAgent {
     pub address: String,
     /// The node's disks, each a directory (as glusterd sees it) that holds bricks.
     pub disks: Vec<AgentDisk>,
-    /// Size and free space of all the disks together.
-    pub total_bytes: u64,
-    pub free_bytes: u64,
     pub client: BrickAgentClient<Channel>,
+}
+
+impl NodeAgent {
+    /// Size of all the node's disks together.
+    pub fn total_bytes(&self) -> u64 {
+        self.disks.iter().map(|d| d.total_bytes).sum()
+    }
+
+    /// Free space of all the node's disks together.
+    pub fn free_bytes(&self) -> u64 {
+        self.disks.iter().map(|d| d.free_bytes).sum()
+    }
 }
 
 /// One disk of a storage node.
@@ -377,8 +386,6 @@ pub fn node_agent(
     NodeAgent {
         node: node.to_string(),
         address: health.address,
-        total_bytes: disks.iter().map(|d| d.total_bytes).sum(),
-        free_bytes: disks.iter().map(|d| d.free_bytes).sum(),
         disks,
         client,
     }

@@ -56,6 +56,31 @@ pub fn hung(
         .collect()
 }
 
+/// Kills `pids` (hung brick processes of `volume`) and waits, up to 10 s, until they are
+/// reaped: glusterd counts a brick as running while its pid file is locked or its pid is in
+/// /proc, a zombie's too, and a forced start would then leave it alone.
+pub async fn kill(volume: &str, pids: &[i32]) {
+    for &pid in pids {
+        tracing::warn!(
+            volume,
+            pid,
+            "killing a brick process glusterd reports offline long after it started"
+        );
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while pids
+        .iter()
+        .any(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Every glusterfsd this process can see, from /proc.
 pub fn brick_processes() -> Vec<BrickProcess> {
     use procfs::Current;

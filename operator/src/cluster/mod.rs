@@ -89,8 +89,8 @@ async fn apply(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
             .map(|a| status::NodeSeen {
                 node: a.node.clone(),
                 address: a.address.clone(),
-                total_bytes: a.total_bytes,
-                free_bytes: a.free_bytes,
+                total_bytes: a.total_bytes(),
+                free_bytes: a.free_bytes(),
                 zone: zones.get(&a.node).cloned(),
                 disks: a.disks.len(),
             })

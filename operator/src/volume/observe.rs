@@ -180,25 +180,20 @@ pub async fn run(
                 name: name.into(),
                 force: true,
             };
-            let mut started = false;
-            for a in agents
-                .iter_mut()
-                .filter(|a| restart_on.contains(&a.address))
-            {
+            let mut on: Vec<usize> = (0..agents.len())
+                .filter(|&i| restart_on.contains(&agents[i].address))
+                .collect();
+            if on.is_empty() {
+                on.push(0);
+            }
+            for i in on {
+                let a = &mut agents[i];
                 a.client
                     .volume_start(force())
                     .await
                     .map_err(|s| Error::agent(&a.node, s))?;
-                started = true;
             }
             let anchor = &mut agents[0];
-            if !started {
-                anchor
-                    .client
-                    .volume_start(force())
-                    .await
-                    .map_err(|s| Error::agent(&anchor.node, s))?;
-            }
             let _ = anchor.client.heal_start(req()).await;
             Ok(Action::requeue(Duration::from_secs(2)))
         }

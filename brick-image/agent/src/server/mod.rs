@@ -241,28 +241,8 @@ impl<R: CommandRunner + 'static> Agent<R> {
             return;
         }
         let procs = crate::hung::brick_processes();
-        let killed = crate::hung::hung(&procs, name, &offline, self.config.brick_hung_after);
-        for &pid in &killed {
-            tracing::warn!(
-                volume = name,
-                pid,
-                "killing a brick process glusterd reports offline long after it started"
-            );
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        // glusterd counts a brick as running while its pid file is locked or its pid is in
-        // /proc (a zombie too): the forced start waits until the killed are reaped.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while killed
-            .iter()
-            .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
-            && Instant::now() < deadline
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let hung = crate::hung::hung(&procs, name, &offline, self.config.brick_hung_after);
+        crate::hung::kill(name, &hung).await;
     }
 
     async fn release(&self, path: &Path) -> Result<bool, AgentError> {
