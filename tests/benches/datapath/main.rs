@@ -3,6 +3,7 @@
 //!
 //!   cargo bench -p gk-testenv --bench datapath -- [REPS] [ROW_SECONDS] [FAILOVER_REPS]
 //!       [--types r3,arb,ec] [--cases raw,b,bt,pv,dv] [--rows ROW,ROW] [--variant SPEC]...
+//!       [--cpu-profile]
 //!
 //! Three real glusterd nodes in network namespaces (`GlusterNet`) with XFS bricks on loop
 //! files, management TLS on as the operator sets it up (a certificate per node, a
@@ -22,7 +23,10 @@
 //!   options, to try a lever side by side; shown in tables of their own.
 //!
 //! Every repetition runs each workload on every case back to back, the order rotating, and
-//! records the 1-minute load average before each sample. Refuses to start above load 1.0
+//! records the 1-minute load average before each sample. With `--cpu-profile`, every dd and
+//! fio sample runs under `perf record` and the document gets a table of where the CPU went
+//! (`gk_testenv::bench::cpu`); perf takes CPU of its own, so such a run's figures are not
+//! the ones to compare with a plain run's. Refuses to start above load 1.0
 //! (`GK_BENCH_ANY_LOAD=1` overrides; the document says so). Writes datapath.json, .svg and
 //! the generated block of datapath.md in docs/benchmarks (`GK_BENCH_OUT` elsewhere).
 
@@ -40,12 +44,13 @@ use gk_api::crd::TuningProfile;
 use gk_operator::tls::access::CSI_CLIENT_IDENTITY;
 use gk_operator::tls::pki::{Ca, Usage};
 use gk_testenv::agents::AgentSet;
+use gk_testenv::bench::cpu;
 use gk_testenv::bench::datapath::{self as dp, Case, Results, Sample, Target as Goal};
 use gk_testenv::bench::{self, RunInfo};
 use gk_testenv::gluster_net::{GlusterNet, TlsFiles};
 
 use cases::{Kind, Maker, Target, Variant};
-use workloads::{DD_BLOCKS, MIB};
+use workloads::{DD_BLOCKS, FIO_MB, MIB};
 
 pub fn run(cmd: &str, args: &[&str]) {
     let out = Command::new(cmd).args(args).output().expect(cmd);
@@ -104,6 +109,7 @@ struct Args {
     cases: Vec<String>,
     rows: Option<Vec<String>>,
     variants: Vec<Variant>,
+    cpu_profile: bool,
     command: String,
 }
 
@@ -117,6 +123,7 @@ fn args() -> Args {
         cases: ["raw", "b", "bt", "pv", "dv"].map(String::from).to_vec(),
         rows: None,
         variants: vec![],
+        cpu_profile: false,
         command: format!(
             "cargo bench -p gk-testenv --bench datapath -- {}",
             all.join(" ")
@@ -138,6 +145,7 @@ fn args() -> Args {
             }
             "--cases" => a.cases = value().split(',').map(String::from).collect(),
             "--rows" => a.rows = Some(value().split(',').map(String::from).collect()),
+            "--cpu-profile" => a.cpu_profile = true,
             "--variant" => a
                 .variants
                 .push(Variant::parse(&value()).unwrap_or_else(|e| panic!("--variant: {e}"))),
@@ -398,6 +406,26 @@ async fn main() {
             .or_default()
             .push(Sample { value, load });
     };
+    let mut profiles: Vec<cpu::Profile> = Vec::new();
+    let perf_dir = net.scratch_dir("perf").unwrap();
+    // One sample of `row` on `case`: `work` returns (MB/s, MB moved); under perf when asked.
+    let mut profiled = |row: &str, case: &str, rep: usize, work: &mut dyn FnMut() -> (f64, f64)| {
+        if !args.cpu_profile {
+            return work().0;
+        }
+        let rec = cpu::Recording::start(&perf_dir.join("perf.data")).expect("perf record");
+        let (rate, mb) = work();
+        let (cpu_s, wall_s) = rec.finish(std::process::id()).expect("perf");
+        profiles.push(cpu::Profile {
+            row: row.into(),
+            case: case.into(),
+            rep,
+            wall_s,
+            mb,
+            cpu_s,
+        });
+        rate
+    };
     let n = targets.len();
     for rep in 0..args.reps {
         let order: Vec<&Target> = (0..n).map(|j| &targets[(j + rep * 3) % n]).collect();
@@ -405,7 +433,9 @@ async fn main() {
             for (id, bs) in DD_BLOCKS.into_iter().filter(|(id, _)| wanted(id)) {
                 for t in &order {
                     let load = bench::load_average()[0];
-                    let v = workloads::dd(&t.dir, bs, budget, 512 * MIB);
+                    let v = profiled(id, &t.key, rep, &mut || {
+                        workloads::dd(&t.dir, bs, budget, 512 * MIB)
+                    });
                     println!("rep {rep} {id} {}: {v:.2} MB/s (load {load:.2})", t.key);
                     push(id, &t.key, v, load);
                 }
@@ -423,7 +453,14 @@ async fn main() {
             if wanted("fio-write") || wanted("fio-read") {
                 for t in &order {
                     let load = bench::load_average()[0];
-                    let (w, r) = workloads::fio(&t.dir);
+                    let sub = workloads::fio_dir(&t.dir);
+                    let w = profiled("fio-write", &t.key, rep, &mut || {
+                        (workloads::fio_phase(&sub, "write"), FIO_MB)
+                    });
+                    let r = profiled("fio-read", &t.key, rep, &mut || {
+                        (workloads::fio_phase(&sub, "read"), FIO_MB)
+                    });
+                    std::fs::remove_dir_all(&sub).expect("ior cleanup");
                     println!(
                         "rep {rep} fio {}: write {w:.1} MB/s, read {r:.1} MB/s",
                         t.key
@@ -503,6 +540,7 @@ async fn main() {
         brick_kills: args.failover_reps,
         node_cuts: args.failover_reps,
         total_seconds: started.elapsed().as_secs_f64(),
+        cpu: profiles,
     };
     let block = dp::render(&results);
     println!("{block}");

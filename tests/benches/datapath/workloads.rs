@@ -26,8 +26,8 @@ pub const SMALL_FILES: usize = 1000;
 
 /// dd-style: `bs`-sized writes into one new file until `budget` has passed or `cap` bytes are
 /// written, then fsync (like `conv=fsync`, so the raw filesystem is not measured at page-cache
-/// speed). Returns MB/s over the whole time including the fsync.
-pub fn dd(dir: &Path, bs: usize, budget: Duration, cap: usize) -> f64 {
+/// speed). Returns MB/s over the whole time including the fsync, and the MB written.
+pub fn dd(dir: &Path, bs: usize, budget: Duration, cap: usize) -> (f64, f64) {
     let path = dir.join("dd.bin");
     let buf = gk_testenv::test_data(bs as u64, bs);
     let mut f = File::create(&path).expect("dd file");
@@ -44,7 +44,7 @@ pub fn dd(dir: &Path, bs: usize, budget: Duration, cap: usize) -> f64 {
     drop(f);
     let secs = t.elapsed().as_secs_f64();
     std::fs::remove_file(&path).expect("dd cleanup");
-    written as f64 / secs / 1e6
+    (written as f64 / secs / 1e6, written as f64 / 1e6)
 }
 
 /// Seed 001: 100 files of 1 MiB written one after the other, each fsynced and closed.
@@ -64,47 +64,49 @@ pub fn files_1m(dir: &Path) -> f64 {
     100.0 / secs
 }
 
-/// Seed 000, IOR-style with fio: FIO_JOBS processes each write their own file with 1 MiB
-/// transfers (fsync at the end), then read them back. Returns (write, read) MB/s aggregate.
-pub fn fio(dir: &Path) -> (f64, f64) {
+/// Megabytes one phase of seed 000's fio run moves.
+pub const FIO_MB: f64 = (FIO_JOBS * FIO_MIB_PER_JOB * MIB) as f64 / 1e6;
+
+/// Seed 000, IOR-style with fio: FIO_JOBS processes each write their own file in this
+/// directory with 1 MiB transfers (fsync at the end), then read them back; remove it after.
+pub fn fio_dir(dir: &Path) -> PathBuf {
     let sub = dir.join("ior");
     std::fs::create_dir_all(&sub).expect("ior dir");
-    let run = |rw: &str| -> f64 {
-        let out = Command::new("fio")
-            .args([
-                "--name=ior",
-                &format!("--directory={}", sub.display()),
-                &format!("--rw={rw}"),
-                "--bs=1M",
-                &format!("--size={FIO_MIB_PER_JOB}M"),
-                &format!("--numjobs={FIO_JOBS}"),
-                "--ioengine=psync",
-                "--fallocate=none",
-                "--end_fsync=1",
-                // Drop the files' cached pages before reading, so reads reach the filesystem.
-                "--invalidate=1",
-                "--group_reporting",
-                "--output-format=json",
-            ])
-            .output()
-            .expect("fio runs (tests/env/install-tools.sh installs it)");
-        assert!(
-            out.status.success(),
-            "fio {rw} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: Value = serde_json::from_slice(&out.stdout).expect("fio json");
-        let dir = if rw == "write" { "write" } else { "read" };
-        let bw = v["jobs"][0][dir]["bw_bytes"]
-            .as_f64()
-            .expect("fio bw_bytes");
-        assert!(bw > 0.0, "fio {rw} reported no bandwidth");
-        bw / 1e6
-    };
-    let w = run("write");
-    let r = run("read");
-    std::fs::remove_dir_all(&sub).expect("ior cleanup");
-    (w, r)
+    sub
+}
+
+/// One phase (`write`, then `read`) in `fio_dir`'s directory. Returns MB/s aggregate.
+pub fn fio_phase(sub: &Path, rw: &str) -> f64 {
+    let out = Command::new("fio")
+        .args([
+            "--name=ior",
+            &format!("--directory={}", sub.display()),
+            &format!("--rw={rw}"),
+            "--bs=1M",
+            &format!("--size={FIO_MIB_PER_JOB}M"),
+            &format!("--numjobs={FIO_JOBS}"),
+            "--ioengine=psync",
+            "--fallocate=none",
+            "--end_fsync=1",
+            // Drop the files' cached pages before reading, so reads reach the filesystem.
+            "--invalidate=1",
+            "--group_reporting",
+            "--output-format=json",
+        ])
+        .output()
+        .expect("fio runs (tests/env/install-tools.sh installs it)");
+    assert!(
+        out.status.success(),
+        "fio {rw} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("fio json");
+    let phase = if rw == "write" { "write" } else { "read" };
+    let bw = v["jobs"][0][phase]["bw_bytes"]
+        .as_f64()
+        .expect("fio bw_bytes");
+    assert!(bw > 0.0, "fio {rw} reported no bandwidth");
+    bw / 1e6
 }
 
 /// Seed 004, bonnie-style: create SMALL_FILES files of 4 KiB in one directory, stat them

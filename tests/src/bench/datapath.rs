@@ -123,6 +123,9 @@ pub struct Results {
     pub brick_kills: usize,
     pub node_cuts: usize,
     pub total_seconds: f64,
+    /// CPU profiles of samples, when the run was asked for them (`--cpu-profile`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu: Vec<super::cpu::Profile>,
 }
 
 impl Results {
@@ -307,6 +310,7 @@ pub fn render(res: &Results) -> String {
         md.push_str(&case_table(res, c));
     }
     md.push_str(&failover_table(res));
+    md.push_str(&super::cpu::render(&res.cpu, res.run.cores));
     md
 }
 
@@ -511,6 +515,7 @@ mod tests {
             brick_kills: 0,
             node_cuts: 0,
             total_seconds: 10.0,
+            cpu: vec![],
         }
     }
 

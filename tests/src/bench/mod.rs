@@ -6,6 +6,7 @@
 //! rendered from that JSON by the functions of this module's submodules, so the `bench_docs`
 //! test can render the committed JSON again and fail when a committed table is stale.
 
+pub mod cpu;
 pub mod datapath;
 pub mod footprint;
 pub mod provisioning;
