@@ -198,7 +198,9 @@ impl Recording {
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT)
             .map_err(std::io::Error::from)?;
         let status = self.child.wait()?;
-        if !status.success() {
+        // perf writes its data and then raises the signal it was stopped with again.
+        let stopped = std::os::unix::process::ExitStatusExt::signal(&status) == Some(2);
+        if !status.success() && !stopped {
             return Err(std::io::Error::other(format!("perf record: {status}")));
         }
         let out = Command::new("perf")
