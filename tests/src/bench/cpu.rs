@@ -27,9 +27,10 @@ pub enum Process {
     Brick,
     /// glusterd, the self-heal daemon, quotad and gluster's own auxiliary mounts.
     OtherGluster,
-    /// The process writing and reading (the bench itself, or fio).
+    /// The process writing and reading (the bench itself, which also runs the brick agents,
+    /// or fio).
     Workload,
-    /// Everything else: kernel threads, the brick agents, perf.
+    /// Everything else: kernel threads, perf itself.
     Other,
 }
 
@@ -178,7 +179,13 @@ impl Recording {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .spawn()?;
+            .spawn()
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("starting perf record: {e} (Debian's linux-perf provides perf)"),
+                )
+            })?;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while std::fs::metadata(data).map_or(0, |m| m.len()) == 0 {
             if std::time::Instant::now() > deadline {
