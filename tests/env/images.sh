@@ -175,8 +175,10 @@ build() {
   mkdir -p "$out/tmp" "$layout/blobs/sha256"
   local base; base=$(debian_layer)
   cargo_bins
+  # The whiteout removes geo-replication's gsyncd (Python), which the gluster CLI otherwise
+  # starts on every run to learn whether geo-replication is installed; we do not offer it.
   image brick '["/usr/local/bin/gk-brick-entrypoint"]' "$base" \
-    "$(top_layer brick "$bins/gk-agent:usr/local/bin/gk-agent" "$repo/brick-image/entrypoint.sh:usr/local/bin/gk-brick-entrypoint")"
+    "$(top_layer brick "$bins/gk-agent:usr/local/bin/gk-agent" "$repo/brick-image/entrypoint.sh:usr/local/bin/gk-brick-entrypoint" "/dev/null:usr/lib/x86_64-linux-gnu/glusterfs/.wh.gsyncd")"
   image csi '["/usr/local/bin/gk-csi"]' "$base" "$(top_layer csi "$bins/gk-csi:usr/local/bin/gk-csi")"
   image operator '["/usr/local/bin/gk-operator"]' "$base" "$(top_layer operator "$bins/gk-operator:usr/local/bin/gk-operator")"
   local reg="$out/tmp/csi-node-registrar"

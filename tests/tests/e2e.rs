@@ -1800,6 +1800,24 @@ async fn tls_enforced(k: &Cluster) {
             "gluster volume info {volume} lacks {key}: {value}:\n{info}"
         );
     }
+    // The brick image has no gsyncd, so the CLI the agents run starts no Python to look for
+    // geo-replication, and says so in its log.
+    let cli_log = k.kubectl(&[
+        "-n",
+        NS,
+        "exec",
+        "demo-gk-node-1-0",
+        "-c",
+        "brick",
+        "--",
+        "sh",
+        "-c",
+        "test ! -e /usr/lib/x86_64-linux-gnu/glusterfs/gsyncd && cat /var/log/glusterfs/cli.log",
+    ]);
+    assert!(
+        cli_log.contains("geo-replication not installed"),
+        "the brick image's gluster CLI did not report geo-replication absent:\n{cli_log}"
+    );
     let server = format!("demo-gk-node-1-0.demo-bricks.{NS}.svc");
     let probe = format!(
         r#"try() {{
