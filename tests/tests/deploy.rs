@@ -1448,7 +1448,7 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
         .await
         .expect("the CSI controller reads the operator's certificate");
     let (up, down) = gk_api::agents::cache::AgentCache::new(24050)
-        .discover(&csi, &gc, Some(&creds))
+        .discover(&csi, &gc, Some(&creds), gk_api::agents::cache::Asked::Now)
         .await
         .expect("the CSI controller lists brick pods");
     assert!(up.is_empty() && down.len() == 1, "no agent runs here");

@@ -20,7 +20,9 @@ async fn replica3_volume_is_created_mounted_written_and_read_back() {
     let net = GlusterNet::start(3).unwrap();
     net.form_pool().await.unwrap();
 
-    let health = gk_agent::health(&net.gluster(0)).await.unwrap();
+    let health = gk_agent::health(&net.gluster(0), &Default::default())
+        .await
+        .unwrap();
     assert_eq!((health.peers, health.peers_connected), (2, 2), "{health:?}");
     assert!(health.version.starts_with("glusterfs "), "{health:?}");
 

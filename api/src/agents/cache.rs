@@ -42,6 +42,19 @@ const HEALTH_WAIT: Duration = Duration::from_secs(5);
 struct Kept {
     client: BrickAgentClient<Channel>,
     answered_at: Option<Instant>,
+    /// The agent's last health answer (at `answered_at`).
+    health: Option<gk_agent::proto::HealthResponse>,
+}
+
+/// Whether [`AgentCache::discover`] may take an agent's health answer from the last
+/// `ANSWERED_FOR` instead of asking again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asked {
+    /// Ask every agent now (the cluster's own status, which says which node is unreachable).
+    Now,
+    /// An answer within `ANSWERED_FOR` stands (each volume's reconcile: asking every agent
+    /// for every volume ran two gluster CLI processes per node per volume and refresh).
+    Recently,
 }
 
 struct ClusterAgents {
@@ -152,24 +165,46 @@ impl AgentCache {
             Kept {
                 client: client.clone(),
                 answered_at: None,
+                health: None,
             },
         );
         Ok((client, false))
     }
 
-    fn answered(&self, gc: &GlusterCluster, ip: &str, answered: bool) {
+    fn answered(
+        &self,
+        gc: &GlusterCluster,
+        ip: &str,
+        answer: Option<&gk_agent::proto::HealthResponse>,
+    ) {
         let mut clusters = self.clusters.lock().unwrap();
         let Some(entry) = clusters.get_mut(&Self::key(gc)) else {
             return;
         };
-        if answered {
+        if let Some(health) = answer {
             if let Some(k) = entry.channels.get_mut(ip) {
                 k.answered_at = Some(Instant::now());
+                k.health = Some(health.clone());
             }
         } else {
             entry.channels.remove(ip);
             entry.suspect = true;
         }
+    }
+
+    /// The kept channel to the agent at `ip` and its health answer, when it answered within
+    /// `ANSWERED_FOR`.
+    fn recent(
+        &self,
+        gc: &GlusterCluster,
+        ip: &str,
+    ) -> Option<(BrickAgentClient<Channel>, gk_agent::proto::HealthResponse)> {
+        let clusters = self.clusters.lock().unwrap();
+        let k = clusters.get(&Self::key(gc))?.channels.get(ip)?;
+        if !answered_recently(k.answered_at, Instant::now()) {
+            return None;
+        }
+        Some((k.client.clone(), k.health.clone()?))
     }
 
     /// Asks the candidate's agent for its health through the kept channel.
@@ -191,11 +226,12 @@ impl AgentCache {
             });
         match asked {
             Ok(h) => {
-                self.answered(gc, &c.ip, true);
-                Ok((client, h.into_inner()))
+                let h = h.into_inner();
+                self.answered(gc, &c.ip, Some(&h));
+                Ok((client, h))
             }
             Err(s) => {
-                self.answered(gc, &c.ip, false);
+                self.answered(gc, &c.ip, None);
                 Err(not_answering(c, &s))
             }
         }
@@ -234,8 +270,9 @@ impl AgentCache {
         ))
     }
 
-    /// The cluster's brick agents that answer a health call now, in spec order, and the
-    /// nodes whose agent does not (with why), through the kept channels. `creds` are the
+    /// The cluster's brick agents that answer a health call, in spec order, and the nodes
+    /// whose agent does not (with why), through the kept channels; `asked` says whether an
+    /// answer from the last `ANSWERED_FOR` stands. `creds` are the
     /// cluster's certificate when the caller holds it (the operator's cluster reconcile
     /// issues it); otherwise it is read from its Secret as [`Self::credentials`] does.
     pub async fn discover(
@@ -243,6 +280,7 @@ impl AgentCache {
         client: &kube::Client,
         gc: &GlusterCluster,
         creds: Option<&AgentCredentials>,
+        asked: Asked,
     ) -> Result<(Vec<NodeAgent>, Vec<NodeDown>), AgentsError> {
         match creds {
             Some(c) => self.set_credentials(gc, c),
@@ -262,6 +300,12 @@ impl AgentCache {
         let (candidates, mut down) = candidates(gc, &list.items);
         let mut up = Vec::new();
         for c in candidates {
+            if asked == Asked::Recently {
+                if let Some((kept, health)) = self.recent(gc, &c.ip) {
+                    up.push(node_agent(&c.node, health, kept));
+                    continue;
+                }
+            }
             match self.ask(gc, &c).await {
                 Ok((kept, health)) => up.push(node_agent(&c.node, health, kept)),
                 Err(d) => down.push(d),
@@ -284,6 +328,61 @@ mod tests {
         assert!(!answered_recently(None, now));
         assert!(answered_recently(Some(now - Duration::from_secs(1)), now));
         assert!(!answered_recently(Some(now - ANSWERED_FOR), now));
+    }
+
+    fn credentials() -> AgentCredentials {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["agent".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        AgentCredentials {
+            ca_pem: cert.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            server_name: "agent".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_health_answer_stands_only_while_recent_and_until_a_call_fails() {
+        let gc: GlusterCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterCluster",
+            "metadata": {"name": "pool", "namespace": "ns", "uid": "u1"},
+            "spec": {"nodes": []},
+        }))
+        .unwrap();
+        let cache = AgentCache::new(24050);
+        cache.set_credentials(&gc, &credentials());
+        let ip = "127.0.0.9";
+        cache.channel(&gc, ip).unwrap();
+        assert!(cache.recent(&gc, ip).is_none(), "asked before any answer");
+        let h = gk_agent::proto::HealthResponse {
+            address: ip.into(),
+            peers: 3,
+            ..Default::default()
+        };
+        cache.answered(&gc, ip, Some(&h));
+        assert_eq!(cache.recent(&gc, ip).map(|(_, h)| h.peers), Some(3));
+        // An old answer is asked again (the age rule: `answered_recently`).
+        cache
+            .clusters
+            .lock()
+            .unwrap()
+            .get_mut("u1")
+            .unwrap()
+            .channels
+            .get_mut(ip)
+            .unwrap()
+            .answered_at = Some(Instant::now() - ANSWERED_FOR);
+        assert!(
+            cache.recent(&gc, ip).is_none(),
+            "an answer older than ANSWERED_FOR"
+        );
+        cache.answered(&gc, ip, Some(&h));
+        // A failed call drops the channel and its answer: the next discover asks.
+        cache.answered(&gc, ip, None);
+        assert!(cache.recent(&gc, ip).is_none(), "after a failed call");
     }
 
     #[test]

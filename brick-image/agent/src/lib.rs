@@ -38,9 +38,14 @@ impl Health {
     }
 }
 
-/// Asks glusterd for its version and peer status. Fails when glusterd does not answer.
-pub async fn health<R: CommandRunner>(gluster: &Gluster<R>) -> Result<Health, GlusterError> {
-    let version = gluster.version().await?;
+/// Asks glusterd for its peer status. Fails when glusterd does not answer. The CLI's
+/// version is asked once per `version` cell: the binary does not change under a running
+/// agent, and every CLI run costs a process start.
+pub async fn health<R: CommandRunner>(
+    gluster: &Gluster<R>,
+    version: &tokio::sync::OnceCell<String>,
+) -> Result<Health, GlusterError> {
+    let version = version.get_or_try_init(|| gluster.version()).await?.clone();
     let peers = gluster.peer_status().await?;
     Ok(Health {
         version,

@@ -98,7 +98,7 @@ async fn main() -> anyhow::Result<ExitCode> {
     });
     match cli.command {
         Command::Health => {
-            let health = gk_agent::health(&gluster).await?;
+            let health = gk_agent::health(&gluster, &Default::default()).await?;
             println!("{}", serde_json::to_string(&health)?);
             Ok(if health.ready() {
                 ExitCode::SUCCESS

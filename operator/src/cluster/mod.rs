@@ -20,6 +20,7 @@ pub mod zones;
 use std::sync::Arc;
 use std::time::Duration;
 
+use gk_api::agents::cache::Asked;
 use gk_api::crd::GlusterCluster;
 use gk_api::names::LABEL_CLUSTER;
 use k8s_openapi::api::core::v1::Pod;
@@ -71,7 +72,10 @@ async fn apply(gc: &GlusterCluster, ctx: &Context) -> Result<Action, Error> {
     tls::gluster::ensure(ctx, gc).await?;
     resources::apply(ctx, gc).await?;
 
-    let (mut up, mut down) = ctx.agents.discover(&ctx.client, gc, Some(&creds)).await?;
+    let (mut up, mut down) = ctx
+        .agents
+        .discover(&ctx.client, gc, Some(&creds), Asked::Now)
+        .await?;
     refused::explain_missing(ctx, gc, &mut down).await;
     let anchor_peers = pool::form(&mut up).await?;
     let old = gc.status.clone().unwrap_or_default();

@@ -4,6 +4,7 @@
 //! operator stops managing it and leaves it running with its data.
 
 use gk_agent::proto::{BrickReleaseRequest, VolumeRequest, VolumeStopRequest};
+use gk_api::agents::cache::Asked;
 use gk_api::crd::{DeletionPolicy, GlusterVolume};
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::{Api, ListParams};
@@ -42,7 +43,10 @@ pub async fn run(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         return Ok(Action::await_change());
     };
     // Read-only: certificates are issued by the cluster reconcile alone.
-    let (mut agents, _down) = ctx.agents.discover(&ctx.client, &gc, None).await?;
+    let (mut agents, _down) = ctx
+        .agents
+        .discover(&ctx.client, &gc, None, Asked::Recently)
+        .await?;
     let Some(anchor) = agents.first_mut() else {
         // A volume is created only through an answering agent, which also puts the node in
         // the cluster's status: with neither recorded, nothing of this volume is in gluster.

@@ -23,6 +23,7 @@ pub mod users;
 use std::sync::Arc;
 
 use gk_agent::proto::VolumeStartRequest;
+use gk_api::agents::cache::Asked;
 use gk_api::agents::describe_down;
 use gk_api::crd::GlusterVolume;
 use gk_api::names::LABEL_CLUSTER;
@@ -82,7 +83,10 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         return Err(Error::NotReady(msg));
     };
     // Read-only: certificates are issued by the cluster reconcile alone.
-    let (mut agents, down) = ctx.agents.discover(&ctx.client, &gc, None).await?;
+    let (mut agents, down) = ctx
+        .agents
+        .discover(&ctx.client, &gc, None, Asked::Recently)
+        .await?;
     if agents.is_empty() {
         let msg = format!("no brick agent of cluster {} answers yet", gc.name_any());
         set_status(

@@ -61,6 +61,8 @@ pub struct Agent<R> {
     copies: crate::snapshot::Copies,
     /// Set for a pool made by hand: the volumes served, whose settings are never changed.
     scope: Option<crate::scope::Scope>,
+    /// The gluster CLI's version, asked at the first health call.
+    version: tokio::sync::OnceCell<String>,
 }
 
 impl<R: CommandRunner + Clone + 'static> Agent<R> {
@@ -75,6 +77,7 @@ impl<R: CommandRunner + Clone + 'static> Agent<R> {
             quota_ready: Arc::default(),
             copies: Default::default(),
             scope: None,
+            version: Default::default(),
         }
     }
 
@@ -504,7 +507,7 @@ fn log_rpc(rpc: &str, volume: &str) {
 impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
     async fn health(&self, _: Request<HealthRequest>) -> Reply<HealthResponse> {
         tracing::debug!(rpc = "Health", "request");
-        let h = crate::health(&self.gluster)
+        let h = crate::health(&self.gluster, &self.version)
             .await
             .map_err(AgentError::from)?;
         let disks: Vec<Disk> = self
