@@ -214,6 +214,59 @@ pub fn parse_heal_entries(command: &str, xml: &str) -> Result<Vec<BrickHealEntri
 /// Judges the answer to `volume heal NAME`. Gluster 10 answers this one in plain text even
 /// with `--xml`: "Launching heal operation ... has been successful" on stdout, or "... has
 /// been unsuccessful:" and the reason on stderr with exit status 1.
+/// One brick's line pair in `volume heal NAME statistics heal-count`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrickHealCount {
+    pub brick: Brick,
+    /// The entries in the brick's heal index as its self-heal daemon counted them; `None`
+    /// when gluster printed anything else for the brick (not connected, no input).
+    pub entries: Option<u64>,
+}
+
+/// Parses the plain text of `volume heal NAME statistics heal-count` (gluster prints no XML
+/// for it): a "Brick HOST:PATH" line per brick, then "Number of entries: N" or a line saying
+/// why the brick was not counted.
+pub fn parse_heal_count(
+    command: &str,
+    out: &CommandOutput,
+) -> Result<Vec<BrickHealCount>, GlusterError> {
+    if !out.success || !out.stdout.contains("has been successful") {
+        return Err(plain_text_error(command, out));
+    }
+    let mut bricks: Vec<BrickHealCount> = Vec::new();
+    for line in out.stdout.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(name) = line.strip_prefix("Brick ") {
+            let brick = Brick::parse(name).map_err(|e| GlusterError::Parse {
+                command: command.into(),
+                reason: format!("brick {name:?}: {e}"),
+            })?;
+            bricks.push(BrickHealCount {
+                brick,
+                entries: None,
+            });
+        } else if let Some(n) = line.strip_prefix("Number of entries:") {
+            let Some(last) = bricks.last_mut() else {
+                return Err(GlusterError::Parse {
+                    command: command.into(),
+                    reason: format!("{line:?} before any brick"),
+                });
+            };
+            last.entries = Some(number(command, "Number of entries", n.trim())?);
+        }
+        // Any other line (the heading, a brick's status) leaves the count unknown.
+    }
+    Ok(bricks)
+}
+
+/// Whether a heal count shows every brick of the volume counted at zero: then nothing is
+/// pending, possibly healing or in split-brain (those are all in the same index).
+pub fn nothing_to_heal(counts: &[BrickHealCount], bricks: &[Brick]) -> bool {
+    bricks.len() == counts.len()
+        && bricks
+            .iter()
+            .all(|b| counts.iter().any(|c| &c.brick == b && c.entries == Some(0)))
+}
+
 pub(crate) fn heal_start_verdict(command: &str, out: &CommandOutput) -> Result<(), GlusterError> {
     if out.stdout.trim_start().starts_with("<?xml") || out.stdout.contains("<cliOutput>") {
         return parse_verdict(command, &out.stdout);
@@ -227,6 +280,33 @@ pub(crate) fn heal_start_verdict(command: &str, out: &CommandOutput) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn counted(stdout: &str) -> Vec<BrickHealCount> {
+        let out = CommandOutput {
+            success: true,
+            stdout: stdout.into(),
+            stderr: String::new(),
+        };
+        parse_heal_count("volume heal v statistics heal-count", &out).unwrap()
+    }
+
+    #[test]
+    fn heal_count_of_a_healthy_replica_is_nothing_to_heal() {
+        let counts = counted(include_str!("../testdata/heal-count-healthy.txt"));
+        assert_eq!(counts.len(), 3);
+        assert_eq!(
+            counts[2].brick.to_string(),
+            "demo-gk-node-3-0.demo-bricks.gk-demo.svc:/var/lib/glusterkube/bricks/gk-demo-pool-2"
+        );
+        assert!(counts.iter().all(|c| c.entries == Some(0)));
+        let bricks: Vec<Brick> = counts.iter().map(|c| c.brick.clone()).collect();
+        assert!(nothing_to_heal(&counts, &bricks));
+        // A brick the count left out, or one more than it counted, is not "nothing".
+        assert!(!nothing_to_heal(&counts[..2], &bricks));
+        let mut more = bricks.clone();
+        more.push(Brick::parse("h:/b/extra").unwrap());
+        assert!(!nothing_to_heal(&counts, &more));
+    }
 
     #[test]
     fn healthy_replica() {

@@ -18,7 +18,8 @@ mod xml;
 pub use cli::{CommandOutput, CommandRunner, Gluster, ProcessRunner};
 pub use error::GlusterError;
 pub use heal::{
-    parse_heal_entries, parse_heal_info_summary, BrickHeal, BrickHealEntries, HealEntry,
+    nothing_to_heal, parse_heal_count, parse_heal_entries, parse_heal_info_summary, BrickHeal,
+    BrickHealCount, BrickHealEntries, HealEntry,
 };
 pub use layout::{validate_volume_name, Brick, VolumeLayout};
 pub use logs::{cap_logs_forever, rotate_logs, LogDir};

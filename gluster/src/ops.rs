@@ -3,7 +3,10 @@
 //! except the few refusals that mean the wanted state is already there.
 
 use crate::cli::already_done;
-use crate::heal::{heal_start_verdict, parse_heal_entries, parse_heal_info_summary};
+use crate::heal::{
+    heal_start_verdict, parse_heal_count, parse_heal_entries, parse_heal_info_summary,
+    BrickHealCount,
+};
 use crate::layout::{add_brick_args, check_distinct, validate_host};
 use crate::options::{parse_volume_get, validate_option_key, validate_option_value};
 use crate::quota::{parse_quota_list, validate_quota_bytes, validate_quota_path};
@@ -174,6 +177,16 @@ impl<R: CommandRunner> Gluster<R> {
         validate_volume_name(name)?;
         let args = words(&["volume", "heal", name, "info", "split-brain"]);
         parse_heal_entries(&args.join(" "), &self.xml(args.clone()).await?)
+    }
+
+    /// Each brick's heal index as the self-heal daemons count it
+    /// (`volume heal NAME statistics heal-count`): unlike the summary, no `glfsheal` client
+    /// is started and no brick is connected to anew.
+    pub async fn heal_count(&self, name: &str) -> Result<Vec<BrickHealCount>, GlusterError> {
+        validate_volume_name(name)?;
+        let args = words(&["volume", "heal", name, "statistics", "heal-count"]);
+        let out = self.run_raw(&args).await?;
+        parse_heal_count(&args.join(" "), &out)
     }
 
     /// Asks the self-heal daemons to heal the entries in their index now (`volume heal NAME`).

@@ -423,6 +423,10 @@ mod tests {
             include_str!("../testdata/heal-info-summary-after-replace.xml"),
         ),
         (
+            "heal-count-healthy.txt",
+            include_str!("../testdata/heal-count-healthy.txt"),
+        ),
+        (
             "heal-info-summary-brick-down.xml",
             include_str!("../testdata/heal-info-summary-brick-down.xml"),
         ),
@@ -731,6 +735,7 @@ mod tests {
             stderr: s.to_string(),
         };
         let _ = crate::heal::heal_start_verdict("x", &out);
+        let _ = crate::parse_heal_count("x", &out);
     }
 
     fn cut(s: &str, at: usize) -> &str {

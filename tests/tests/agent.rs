@@ -986,6 +986,22 @@ async fn degraded_write_and_heal(c: &mut Client, net: &GlusterNet, volume: &str)
         "{volume}: {} entries pending heal while degraded",
         heal.pending_total
     );
+    // The count status refreshes ask for answers with the summary while a brick is down.
+    let counted = c
+        .heal_count(VolumeRequest {
+            name: volume.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        counted.pending_total > 0
+            && counted
+                .bricks
+                .iter()
+                .any(|b| b.brick == victim.brick && !b.connected),
+        "{volume}: heal count while degraded: {counted:?}"
+    );
     // The entries themselves, with their paths, on the two bricks that answer.
     let entries = c
         .heal_entries(HealEntriesRequest {
@@ -1043,6 +1059,28 @@ async fn degraded_write_and_heal(c: &mut Client, net: &GlusterNet, volume: &str)
         assert!(
             started.elapsed() < Duration::from_secs(180),
             "{volume}: heal stuck: {heal:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // The self-heal daemons' index count agrees once healed (it may lag a moment).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let counted = c
+            .heal_count(VolumeRequest {
+                name: volume.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        if counted.pending_total == 0
+            && counted.bricks.len() == 3
+            && counted.bricks.iter().all(|b| b.connected)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{volume}: heal count after the heal: {counted:?}"
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

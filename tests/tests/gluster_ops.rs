@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use gk_gluster::{
-    Brick, BrickHeal, Gluster, GlusterError, ProcessRunner, RebalanceStatus, VolumeLayout,
-    VolumeStatus,
+    nothing_to_heal, Brick, BrickHeal, Gluster, GlusterError, ProcessRunner, RebalanceStatus,
+    VolumeLayout, VolumeStatus,
 };
 use gk_mount::{self as mount, MountSource};
 use gk_testenv::gluster_net::GlusterNet;
@@ -462,6 +462,19 @@ async fn day_two_operations_on_real_glusterd() {
         }
     }
     assert!(!Path::new(&r3[2].path).join("while-down/d-00").exists());
+    // The self-heal daemons' index count (what status refreshes ask first) is never "nothing
+    // to heal" now: the bricks that took the writes count entries, the killed one none.
+    let counts = g.heal_count("r3").await;
+    eprintln!("heal count with a brick down: {counts:?}");
+    if let Ok(c) = &counts {
+        assert!(!nothing_to_heal(c, &r3), "{c:?}");
+        assert!(
+            c.iter()
+                .filter(|b| b.brick != r3[2])
+                .all(|b| b.entries.is_some_and(|n| n > 0)),
+            "{c:?}"
+        );
+    }
     // glusterd takes a brick whose pid still has a /proc entry for running ("discovered
     // already-running brick") and then `start force` succeeds without starting it. A killed
     // brick stays a zombie until init reaps it, which this machine's init does lazily: wait
@@ -500,6 +513,17 @@ async fn day_two_operations_on_real_glusterd() {
     heal_until_done(&g).await;
     wait_healed_on(&g, &r3[2], &target, &while_down).await;
     kept.extend(while_down);
+    wait_for(
+        "the heal count is nothing to heal",
+        Duration::from_secs(30),
+        || async {
+            match g.heal_count("r3").await {
+                Ok(c) if nothing_to_heal(&c, &r3) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
 
     // --- Add a second replica set and rebalance onto it.
     let r3b = bricks(&net, "r3b");

@@ -86,6 +86,22 @@ pub fn heal(bricks: &[BrickHeal]) -> proto::HealInfoResponse {
     }
 }
 
+/// The heal answer for a volume whose every brick's heal index was counted empty.
+pub fn nothing_to_heal(bricks: &[gk_gluster::Brick]) -> proto::HealInfoResponse {
+    proto::HealInfoResponse {
+        bricks: bricks
+            .iter()
+            .map(|b| proto::BrickHeal {
+                brick: b.to_string(),
+                connected: true,
+                ..Default::default()
+            })
+            .collect(),
+        pending_total: 0,
+        split_brain_total: 0,
+    }
+}
+
 /// Pending entries and split-brain entries of each brick, merged by brick, at most `limit`
 /// of each listed. Bricks keep the order of the pending list (gluster's brick order).
 pub fn heal_entries(

@@ -16,11 +16,12 @@ use crate::proto::brick_agent_server::BrickAgentServer;
 
 /// The RPCs an external-mode agent serves: read-only ones, and the subdirectory and
 /// snapshot RPCs of CSI subdirectory volumes.
-pub const EXTERNAL_RPCS: [&str; 16] = [
+pub const EXTERNAL_RPCS: [&str; 17] = [
     "Health",
     "VolumeInfo",
     "VolumeStatus",
     "HealInfo",
+    "HealCount",
     "QuotaList",
     "QuotaBacklog",
     "SubdirCreate",

@@ -94,9 +94,11 @@ pub async fn run(
             (None, None)
         }
     };
-    // Heal counts (see `heal`): skipped when gluster's status did not answer (a node is
-    // lost, the count would wait for it); otherwise waited for a while, then the last count
-    // stands in while this one goes on, unless a brick was offline since (then none does).
+    // Heal counts (see `heal`), from the self-heal daemons' index count (the summary, which
+    // starts a glfsheal client per call, only when a brick has entries or was not counted):
+    // skipped when gluster's status did not answer (a node is lost, the count would wait
+    // for it); otherwise waited for a while, then the last count stands in while this one
+    // goes on, unless a brick was offline since (then none does).
     let whole = st
         .as_ref()
         .is_some_and(|s| s.bricks.len() == vol.bricks.len() && s.bricks.iter().all(|b| b.online));
@@ -109,7 +111,7 @@ pub async fn run(
         ctx.heals
             .get(name, HEAL_WAIT, move || async move {
                 client
-                    .heal_info(VolumeRequest { name: volume })
+                    .heal_count(VolumeRequest { name: volume })
                     .await
                     .ok()
                     .map(|r| r.into_inner())

@@ -360,6 +360,16 @@ impl<R: CommandRunner + 'static> Agent<R> {
     /// Makes sure `volume` is started with quota on and quota's check timeouts as the limits
     /// need them ([`crate::quota::SOFT_TIMEOUT_SECONDS`]), asking glusterd
     /// at most once per [`QUOTA_READY_TTL`].
+    /// `volume heal NAME info summary` (through glfsheal) as the RPCs answer it.
+    async fn heal_summary(&self, name: &str) -> Reply<HealInfoResponse> {
+        let heal = self
+            .gluster
+            .heal_info_summary(name)
+            .await
+            .map_err(AgentError::from)?;
+        Ok(Response::new(convert::heal(&heal)))
+    }
+
     async fn quota_ready(&self, volume: &str) -> Result<(), AgentError> {
         let fresh = |m: &HashMap<String, Instant>| {
             m.get(volume).is_some_and(|t| t.elapsed() < QUOTA_READY_TTL)
@@ -723,12 +733,28 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
     async fn heal_info(&self, req: Request<VolumeRequest>) -> Reply<HealInfoResponse> {
         let name = self.volume_arg("name", &req.into_inner().name)?;
         self.info(&name).await?;
-        let heal = self
-            .gluster
-            .heal_info_summary(&name)
-            .await
-            .map_err(AgentError::from)?;
-        Ok(Response::new(convert::heal(&heal)))
+        self.heal_summary(&name).await
+    }
+
+    async fn heal_count(&self, req: Request<VolumeRequest>) -> Reply<HealInfoResponse> {
+        let name = self.volume_arg("name", &req.into_inner().name)?;
+        let bricks: Vec<gk_gluster::Brick> = self
+            .info(&name)
+            .await?
+            .bricks
+            .into_iter()
+            .map(|b| b.brick)
+            .collect();
+        match self.gluster.heal_count(&name).await {
+            Ok(counts) if gk_gluster::nothing_to_heal(&counts, &bricks) => {
+                return Ok(Response::new(convert::nothing_to_heal(&bricks)));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(volume = %name, error = %e, "heal count failed; running the summary")
+            }
+        }
+        self.heal_summary(&name).await
     }
 
     async fn heal_entries(&self, req: Request<HealEntriesRequest>) -> Reply<HealEntriesResponse> {
