@@ -343,6 +343,9 @@ async fn seed_000_profile(c: &mut Client) {
         .unwrap()
         .into_inner();
     assert_eq!(again.rejected.len(), reply.rejected.len());
+    // ...and describes the volume as the first answer did (read before the sets when none
+    // was needed, after them otherwise).
+    assert_eq!(again.volume.unwrap().options, vol.options);
     // Reset takes an option back to gluster's default.
     let v = c
         .volume_reset(VolumeResetRequest {

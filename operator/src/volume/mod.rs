@@ -162,8 +162,8 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
             blocked: None,
         },
     };
-    let rejected = options::apply(ctx, gv, &gc, &name, &mut agents[0], access).await?;
-    observe::run(gv, ctx, &gc, &name, &mut agents, &rejected, day2).await
+    let applied = options::apply(ctx, gv, &gc, &name, &mut agents[0], access).await?;
+    observe::run(gv, ctx, &gc, &name, &mut agents, &applied, day2).await
 }
 
 /// The volumes of the cluster a brick pod belongs to.

@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::metrics::VolumeGauges;
-use gk_agent::proto::{HealthRequest, RejectedOption, VolumeRequest, VolumeStartRequest};
+use gk_agent::proto::{HealthRequest, VolumeRequest, VolumeStartRequest};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterCluster, GlusterVolume};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
 use super::day2::Day2;
-use super::lookup::info;
+use super::options::Applied;
 use super::record::set_status;
 use super::status::{self, Next};
 use crate::context::Context;
@@ -61,19 +61,18 @@ async fn quota_backlog(
     futures::future::join_all(asks).await.into_iter().sum()
 }
 
+/// `applied` holds the volume as gluster described it after its options were set.
 pub async fn run(
     gv: &GlusterVolume,
     ctx: &Context,
     gc: &GlusterCluster,
     name: &str,
     agents: &mut [NodeAgent],
-    rejected: &[RejectedOption],
+    applied: &Applied,
     day2: Day2,
 ) -> Result<Action, Error> {
+    let (vol, rejected) = (&applied.volume, applied.rejected.as_slice());
     let anchor = &mut agents[0];
-    let vol = info(anchor, name)
-        .await?
-        .ok_or_else(|| Error::NotReady(format!("volume {name} vanished")))?;
     let req = || VolumeRequest { name: name.into() };
     // A refusal counts as no answer: while one glusterd waits for a peer lost without a
     // reset, the next status of the volume is refused at once (its lock is held), and
@@ -105,7 +104,7 @@ pub async fn run(
     if !whole {
         ctx.heals.clear_last(name);
     }
-    let heal = if st.is_some() && crate::plan::layout_of(&vol).set_size() > 1 {
+    let heal = if st.is_some() && crate::plan::layout_of(vol).set_size() > 1 {
         let mut client = anchor.client.clone();
         let volume = name.to_string();
         ctx.heals
@@ -143,7 +142,7 @@ pub async fn run(
     let previous = gv.status.clone().unwrap_or_default();
     let outcome = status::compute(&status::Observed {
         name,
-        volume: &vol,
+        volume: vol,
         bricks: st.as_ref(),
         status_error: status_error.as_deref(),
         previous: &previous,

@@ -53,8 +53,17 @@ pub fn access(gv: &GlusterVolume, gc: &GlusterCluster) -> Result<Vec<(String, St
     })
 }
 
-/// Sets every option of the volume; returns those gluster refused. A refused access option
-/// keeps the volume from being Ready (it might admit clients it should refuse).
+/// What setting a volume's options left: the options gluster refused, and the volume as
+/// gluster describes it afterwards.
+pub struct Applied {
+    pub rejected: Vec<RejectedOption>,
+    pub volume: gk_agent::proto::Volume,
+}
+
+/// Sets every option of the volume; returns those gluster refused and the volume as gluster
+/// describes it afterwards (status reads it from there, not with another CLI run). A
+/// refused access option keeps the volume from being Ready (it might admit clients it
+/// should refuse).
 pub async fn apply(
     ctx: &Context,
     gv: &GlusterVolume,
@@ -62,7 +71,7 @@ pub async fn apply(
     name: &str,
     anchor: &mut NodeAgent,
     access: Vec<(String, String)>,
-) -> Result<Vec<RejectedOption>, Error> {
+) -> Result<Applied, Error> {
     let profile = gv.spec.profile.unwrap_or(gc.spec.default_profile);
     let mut options = plan::options(profile, plan::layout(&gv.spec)?, &gv.spec.options);
     options.extend(access);
@@ -90,7 +99,13 @@ pub async fn apply(
         set_status(ctx, gv, keep, &status::access_not_enforced(msg.clone())).await?;
         return Err(Error::NotReady(msg));
     }
-    Ok(set.rejected)
+    let volume = set
+        .volume
+        .ok_or_else(|| Error::NotReady(format!("volume {name} vanished")))?;
+    Ok(Applied {
+        rejected: set.rejected,
+        volume,
+    })
 }
 
 #[cfg(test)]

@@ -691,10 +691,12 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let _guard = self.locks.lock(&name).await;
         let have = self.info(&name).await?;
         let mut rejected = Vec::new();
+        let mut asked = false;
         for (k, v) in &options {
             if have.options.get(k) == Some(v) {
                 continue;
             }
+            asked = true;
             match self.gluster.volume_set(&name, k, v).await {
                 Ok(()) => {}
                 Err(GlusterError::Command { message, .. }) => rejected.push(RejectedOption {
@@ -708,7 +710,8 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         for r in &rejected {
             tracing::warn!(volume = %name, key = %r.key, reason = %r.reason, "option refused by gluster");
         }
-        let v = self.info(&name).await?;
+        // Every refresh asks with the options already set: read again only after a change.
+        let v = if asked { self.info(&name).await? } else { have };
         Ok(Response::new(VolumeSetResponse {
             volume: Some(convert::volume(&v)),
             rejected,
