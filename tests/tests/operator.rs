@@ -232,7 +232,10 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
         assert_eq!(m.backup_volfile_servers.len(), 2);
     }
 
-    // The operator dies right after the create is asked for, and converges when it returns.
+    // The operator dies right after the create is asked for, and converges when it returns:
+    // the agent's create may be cut short before the volume's access options are set, and the
+    // volume must not start without them (its bricks would serve without TLS; the CSI
+    // listing below mounts it with TLS and fails if they do).
     volumes
         .create(&PostParams::default(), &volume("ec", specs[2].1.clone()))
         .await
