@@ -297,6 +297,21 @@ async fn mtls_is_required(agents: &AgentSet) {
     );
 }
 
+/// Nothing left to heal on three connected bricks.
+fn healed(h: &HealInfoResponse) -> bool {
+    h.pending_total == 0 && h.bricks.len() == 3 && h.bricks.iter().all(|b| b.connected)
+}
+
+/// The HealCount answer status refreshes use.
+async fn heal_count(c: &mut Client, volume: &str) -> HealInfoResponse {
+    c.heal_count(VolumeRequest {
+        name: volume.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
+
 async fn seed_000_profile(c: &mut Client) {
     let options: HashMap<String, String> = SEED_000_OPTIONS
         .iter()
@@ -990,13 +1005,7 @@ async fn degraded_write_and_heal(c: &mut Client, net: &GlusterNet, volume: &str)
         heal.pending_total
     );
     // The count status refreshes ask for answers with the summary while a brick is down.
-    let counted = c
-        .heal_count(VolumeRequest {
-            name: volume.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let counted = heal_count(c, volume).await;
     assert!(
         counted.pending_total > 0
             && counted
@@ -1052,10 +1061,7 @@ async fn degraded_write_and_heal(c: &mut Client, net: &GlusterNet, volume: &str)
             },
             Err(s) => panic!("{volume}: heal: {s}"),
         };
-        if heal.pending_total == 0
-            && heal.bricks.iter().all(|b| b.connected)
-            && heal.bricks.len() == 3
-        {
+        if healed(&heal) {
             eprintln!("{volume}: healed in {:?}", started.elapsed());
             break;
         }
@@ -1068,17 +1074,8 @@ async fn degraded_write_and_heal(c: &mut Client, net: &GlusterNet, volume: &str)
     // The self-heal daemons' index count agrees once healed (it may lag a moment).
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let counted = c
-            .heal_count(VolumeRequest {
-                name: volume.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        if counted.pending_total == 0
-            && counted.bricks.len() == 3
-            && counted.bricks.iter().all(|b| b.connected)
-        {
+        let counted = heal_count(c, volume).await;
+        if healed(&counted) {
             break;
         }
         assert!(

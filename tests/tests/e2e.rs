@@ -71,6 +71,13 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"))
     }
 
+    /// `command` run in the brick container of demo's brick pod `pod`.
+    fn brick_exec(&self, pod: &str, command: &[&str]) -> String {
+        let mut all = vec!["-n", NS, "exec", pod, "-c", "brick", "--"];
+        all.extend_from_slice(command);
+        self.kubectl(&all)
+    }
+
     fn kubectl_ok(&self, args: &[&str]) -> Option<String> {
         self.cp.kubectl(args).ok()
     }
@@ -1767,20 +1774,10 @@ async fn tls_enforced(k: &Cluster) {
         "-o",
         "jsonpath={.metadata.uid}",
     ]);
-    let info = k.kubectl(&[
-        "-n",
-        NS,
-        "exec",
+    let info = k.brick_exec(
         "demo-gk-node-1-0",
-        "-c",
-        "brick",
-        "--",
-        "gluster",
-        "--mode=script",
-        "volume",
-        "info",
-        &volume,
-    ]);
+        &["gluster", "--mode=script", "volume", "info", &volume],
+    );
     let allowed = {
         let mut names = [
             gk_operator::tls::access::CSI_CLIENT_IDENTITY.to_string(),
@@ -1802,18 +1799,14 @@ async fn tls_enforced(k: &Cluster) {
     }
     // The brick image has no gsyncd, so the CLI the agents run starts no Python to look for
     // geo-replication, and says so in its log.
-    let cli_log = k.kubectl(&[
-        "-n",
-        NS,
-        "exec",
+    let cli_log = k.brick_exec(
         "demo-gk-node-1-0",
-        "-c",
-        "brick",
-        "--",
-        "sh",
-        "-c",
-        "test ! -e /usr/lib/x86_64-linux-gnu/glusterfs/gsyncd && cat /var/log/glusterfs/cli.log",
-    ]);
+        &[
+            "sh",
+            "-c",
+            "test ! -e /usr/lib/x86_64-linux-gnu/glusterfs/gsyncd && cat /var/log/glusterfs/cli.log",
+        ],
+    );
     assert!(
         cli_log.contains("geo-replication not installed"),
         "the brick image's gluster CLI did not report geo-replication absent:\n{cli_log}"
@@ -2352,19 +2345,10 @@ spec:
     ]);
     let deleted_at = Instant::now();
     deleted_by_operator(&k, "glustervolume", "pool").await;
-    let listed = k.kubectl(&[
-        "-n",
-        NS,
-        "exec",
+    let listed = k.brick_exec(
         "demo-gk-node-2-0",
-        "-c",
-        "brick",
-        "--",
-        "gluster",
-        "--mode=script",
-        "volume",
-        "list",
-    ]);
+        &["gluster", "--mode=script", "volume", "list"],
+    );
     assert!(
         !listed.lines().any(|l| l.trim() == "gk-demo-pool"),
         "the gluster volume is gone with its GlusterVolume: {listed}"
