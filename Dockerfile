@@ -38,8 +38,9 @@ LABEL org.opencontainers.image.source="glusterkube"
 
 FROM base AS brick
 # Without geo-replication's gsyncd (Python) the gluster CLI no longer starts it on every run
-# to learn whether geo-replication is installed; we do not offer geo-replication.
-RUN rm /usr/lib/x86_64-linux-gnu/glusterfs/gsyncd
+# to learn whether geo-replication is installed; we do not offer geo-replication. The glob
+# names the architecture's library directory (x86_64-linux-gnu, aarch64-linux-gnu).
+RUN rm /usr/lib/*-linux-gnu/glusterfs/gsyncd
 COPY --from=build /out/gk-agent /usr/local/bin/gk-agent
 COPY brick-image/entrypoint.sh /usr/local/bin/gk-brick-entrypoint
 # Node-local storage: glusterd's state, logs and the bricks all live here, so a restarted pod

@@ -32,7 +32,8 @@ fi
 # and the brick image leaves gsyncd out; the host's copy is set aside the same way (a dpkg
 # diversion, so package upgrades keep it aside), so that tests and benches running the host's
 # gluster CLI measure the CLI the product runs.
-gsyncd=/usr/lib/x86_64-linux-gnu/glusterfs/gsyncd
+gsyncd=$(dpkg -L glusterfs-common | grep '/glusterfs/gsyncd$' || true)
+[ -n "$gsyncd" ] || gk_die "glusterfs-common lists no gsyncd; cannot set it aside"
 if [ -z "$(dpkg-divert --list "$gsyncd")" ]; then
   gk_log "setting geo-replication's gsyncd aside (dpkg-divert)"
   dpkg-divert --local --rename --divert "$gsyncd.geo-replication-off" --add "$gsyncd" >/dev/null
