@@ -22,7 +22,7 @@ pub mod users;
 
 use std::sync::Arc;
 
-use gk_agent::proto::{VolumeSetRequest, VolumeStartRequest};
+use gk_agent::proto::VolumeStartRequest;
 use gk_api::agents::cache::Asked;
 use gk_api::agents::describe_down;
 use gk_api::crd::GlusterVolume;
@@ -144,25 +144,10 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
             // A create cut short (the operator stopped while the agent was at it) leaves the
             // volume created, perhaps without its access options: they go on before the
             // bricks first start, since a brick reads server.ssl only when it starts (one
-            // started without it serves clients without TLS).
-            let anchor = &mut agents[0];
-            let set = anchor
-                .client
-                .volume_set(VolumeSetRequest {
-                    name: name.clone(),
-                    options: access.iter().cloned().collect(),
-                })
-                .await
-                .map_err(|s| Error::agent(&anchor.node, s))?
-                .into_inner();
-            if let Some(r) = set.rejected.first() {
-                return Err(Error::NotReady(format!(
-                    "gluster refused the access option {}={} of volume {name}, which is not \
-                     started until it is set: {}",
-                    r.key, r.value, r.reason
-                )));
-            }
-            anchor
+            // started without it serves clients without TLS). A refused access option stops
+            // here, as it does below.
+            options::apply(ctx, gv, &gc, &name, &mut agents[0], access.clone()).await?;
+            agents[0]
                 .client
                 .volume_start(VolumeStartRequest {
                     name: name.clone(),

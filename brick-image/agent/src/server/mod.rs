@@ -357,9 +357,6 @@ impl<R: CommandRunner + 'static> Agent<R> {
         });
     }
 
-    /// Makes sure `volume` is started with quota on and quota's check timeouts as the limits
-    /// need them ([`crate::quota::SOFT_TIMEOUT_SECONDS`]), asking glusterd
-    /// at most once per [`QUOTA_READY_TTL`].
     /// `volume heal NAME info summary` (through glfsheal) as the RPCs answer it.
     async fn heal_summary(&self, name: &str) -> Reply<HealInfoResponse> {
         let heal = self
@@ -370,6 +367,9 @@ impl<R: CommandRunner + 'static> Agent<R> {
         Ok(Response::new(convert::heal(&heal)))
     }
 
+    /// Makes sure `volume` is started with quota on and quota's check timeouts as the limits
+    /// need them ([`crate::quota::SOFT_TIMEOUT_SECONDS`]), asking glusterd
+    /// at most once per [`QUOTA_READY_TTL`].
     async fn quota_ready(&self, volume: &str) -> Result<(), AgentError> {
         let fresh = |m: &HashMap<String, Instant>| {
             m.get(volume).is_some_and(|t| t.elapsed() < QUOTA_READY_TTL)
