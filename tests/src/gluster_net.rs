@@ -29,6 +29,9 @@ use gk_mount::{self as mount, Mounter};
 
 use crate::{run, EnvError};
 
+/// Where a failed test's gluster logs are kept (see `GlusterNet::keep_logs`).
+pub const FAILED_LOGS: &str = "/var/tmp/glusterkube-failed";
+
 const SUBNET: &str = "10.213.0";
 const CLIENT_HOST: u8 = 100;
 const NS_PREFIX: &str = "gk";
@@ -669,6 +672,32 @@ impl GlusterNet {
         Ok(Capture { child, file })
     }
 
+    /// A failed test's gluster logs (each node's /var/log/glusterfs and glusterd's output)
+    /// outlive the environment under [`FAILED_LOGS`], since its root is removed and a CI
+    /// run's printed output shows only a tail.
+    fn keep_logs(&self) {
+        let kept = Path::new(FAILED_LOGS).join(&self.id);
+        for node in &self.nodes {
+            let to = kept.join(node.dir.file_name().unwrap_or_default());
+            let copied = std::fs::create_dir_all(&to).is_ok()
+                && Command::new("cp")
+                    .arg("-a")
+                    .arg(node.log_dir())
+                    .arg(node.dir.join("glusterd.out"))
+                    .arg(&to)
+                    .status()
+                    .is_ok_and(|s| s.success());
+            if !copied {
+                eprintln!(
+                    "could not keep {}'s logs in {}",
+                    node.dir.display(),
+                    to.display()
+                );
+            }
+        }
+        eprintln!("gluster logs of {} kept in {}", self.id, kept.display());
+    }
+
     /// A fresh directory for a mount point or a client log, under this environment's root.
     pub fn scratch_dir(&self, name: &str) -> Result<PathBuf, EnvError> {
         let dir = self.root.join("scratch").join(name);
@@ -677,6 +706,9 @@ impl GlusterNet {
     }
 
     fn teardown(&mut self) {
+        if std::thread::panicking() {
+            self.keep_logs();
+        }
         unmount_below(&self.root);
         let mut namespaces: Vec<String> = self.nodes.iter().map(|n| n.ns.clone()).collect();
         namespaces.push(self.client_ns.clone());
