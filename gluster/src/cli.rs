@@ -129,6 +129,12 @@ const TRANSIENT_REFUSALS: [&str; 3] = [
     "Locking failed on ",
     "Failed to start aux mount",
 ];
+/// Whether gluster's refusal `message` means "not now" (another transaction holds the
+/// volume's lock, say): the same command may pass shortly.
+pub fn is_busy(message: &str) -> bool {
+    TRANSIENT_REFUSALS.iter().any(|m| message.starts_with(m))
+}
+
 /// Tries of a command glusterd refuses for now; the pauses between them add up to 7.75 s.
 pub(crate) const TRANSIENT_ATTEMPTS: u32 = 6;
 

@@ -15,7 +15,7 @@ mod rebalance;
 mod status;
 mod xml;
 
-pub use cli::{CommandOutput, CommandRunner, Gluster, ProcessRunner};
+pub use cli::{is_busy, CommandOutput, CommandRunner, Gluster, ProcessRunner};
 pub use error::GlusterError;
 pub use heal::{
     nothing_to_heal, parse_heal_count, parse_heal_entries, parse_heal_info_summary, BrickHeal,

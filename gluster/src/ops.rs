@@ -711,17 +711,32 @@ mod tests {
         // Another transaction holding glusterd's lock: the same.
         let locked = xml(include_str!("../testdata/volume-status-locked.xml"));
         let info = xml(include_str!("../testdata/volume-info-replica3.xml"));
-        let g = sequence(vec![locked, info]);
+        let g = sequence(vec![locked.clone(), info]);
         assert!(g.volume_info("r3").await.unwrap().is_some());
         assert_eq!(*g.runner_for_tests().calls.lock().unwrap(), 2);
+        // Still refused after the retries: the caller can tell "not now" from a refusal.
+        let g = sequence(vec![locked]);
+        match g
+            .volume_set("r3", "performance.cache-size", "64MB")
+            .await
+            .unwrap_err()
+        {
+            GlusterError::Command { message, .. } => assert!(crate::is_busy(&message), "{message}"),
+            e => panic!("{e}"),
+        }
 
         // Other refusals are not retried.
         let g = sequence(vec![xml(include_str!(
             "../testdata/quota-limit-usage-nodir.xml"
         ))]);
-        g.quota_limit_usage("r3", "/pv2", 1 << 30, None)
+        let err = g
+            .quota_limit_usage("r3", "/pv2", 1 << 30, None)
             .await
             .unwrap_err();
+        assert!(
+            matches!(&err, GlusterError::Command { message, .. } if !crate::is_busy(message)),
+            "{err}"
+        );
         assert_eq!(*g.runner_for_tests().calls.lock().unwrap(), 1);
     }
 

@@ -24,6 +24,13 @@ impl VolumeStatus {
         self.daemons.iter().filter(|d| d.name == "Self-heal Daemon")
     }
 
+    /// Whether self-heal daemons are listed and every one of them is online: until then a
+    /// heal count through glusterd would name a daemon not yet serving the volume.
+    pub fn self_heal_daemons_online(&self) -> bool {
+        let mut shd = self.self_heal_daemons().peekable();
+        shd.peek().is_some() && shd.all(|d| d.online)
+    }
+
     /// Fills what `other` (a second answer about the same volume) knows and this one does
     /// not: brick ports and pids, filesystem details and the daemon list.
     pub fn merge(&mut self, other: VolumeStatus) {
@@ -257,6 +264,21 @@ mod tests {
         assert_eq!(shd[0].host, "localhost");
         assert_eq!(shd[0].pid, Some(6619));
         assert!(shd.iter().all(|d| d.online));
+    }
+
+    #[test]
+    fn self_heal_daemons_online_needs_every_daemon_listed_up() {
+        let mut s = one(PLAIN);
+        assert!(s.self_heal_daemons_online());
+        // `detail` lists no daemons: that is not "online".
+        assert!(!one(DETAIL).self_heal_daemons_online());
+        let i = s
+            .daemons
+            .iter()
+            .position(|d| d.name == "Self-heal Daemon" && d.host != "localhost")
+            .unwrap();
+        s.daemons[i].online = false;
+        assert!(!s.self_heal_daemons_online());
     }
 
     #[test]

@@ -190,6 +190,7 @@ async fn agent_manages_three_real_glusterd_nodes_over_mtls() {
     status_reports_bricks(&mut c).await;
     bad_requests_name_the_field(&mut c, &net).await;
     concurrent_creates_are_serialised(&agents, &net).await;
+    a_create_outlives_its_caller(&agents, &net).await;
     half_done_create_is_rolled_back(&agents, &net).await;
     a_brick_marked_by_a_failed_create_is_cleared(&agents, &net).await;
     quota_subdirectory(&mut c, &net).await;
@@ -390,6 +391,21 @@ async fn status_reports_bricks(c: &mut Client) {
         );
         assert!(b.inodes_total > 0, "{b:?}");
     }
+    // The self-heal daemons attach a started volume shortly after its bricks come up.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut st = st;
+    while !st.self_heal_daemons_online {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "self-heal daemons of r3 not online after 30 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        st = c
+            .volume_status(VolumeRequest { name: "r3".into() })
+            .await
+            .unwrap()
+            .into_inner();
+    }
 }
 
 async fn bad_requests_name_the_field(c: &mut Client, net: &GlusterNet) {
@@ -494,6 +510,47 @@ async fn concurrent_creates_are_serialised(agents: &AgentSet, net: &GlusterNet) 
     }
     ids.dedup();
     assert_eq!(ids.len(), 1, "more than one volume was made: {ids:?}");
+}
+
+/// A caller that goes away once gluster has the volume (an operator restarting mid-create)
+/// does not cut the agent's create short: the volume still gets its options and starts.
+async fn a_create_outlives_its_caller(agents: &AgentSet, net: &GlusterNet) {
+    let mut s = spec("gone", VolumeType::Replicate, bricks(net, "gone", 1));
+    for (k, v) in [
+        ("performance.cache-size", "48MB"),
+        ("performance.io-thread-count", "24"),
+        ("network.ping-timeout", "7"),
+    ] {
+        s.options.insert(k.into(), v.into());
+    }
+    let want = s.options.clone();
+    let mut c = agents.client(0).await.unwrap();
+    let call = tokio::spawn(async move { create(&mut c, s).await });
+    let g = net.gluster(0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !matches!(g.volume_info("gone").await, Ok(Some(_))) {
+        assert!(Instant::now() < deadline, "glusterd never had volume gone");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    call.abort();
+    assert!(
+        call.await.unwrap_err().is_cancelled(),
+        "the call ended before it was cut"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let v = loop {
+        match g.volume_info("gone").await {
+            Ok(Some(v)) if v.is_started() => break v,
+            other => assert!(
+                Instant::now() < deadline,
+                "volume gone not started 60 s after its create was cut: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    for (k, val) in &want {
+        assert_eq!(v.options.get(k), Some(val), "{k}: {:?}", v.options);
+    }
 }
 
 async fn half_done_create_is_rolled_back(agents: &AgentSet, net: &GlusterNet) {

@@ -65,6 +65,7 @@ pub fn volume_status(s: &VolumeStatus) -> proto::VolumeStatusResponse {
                 inodes_free: b.inodes_free.unwrap_or_default(),
             })
             .collect(),
+        self_heal_daemons_online: s.self_heal_daemons_online(),
     }
 }
 

@@ -56,7 +56,7 @@ pub async fn health<R: CommandRunner>(
 
 /// Serves the agent on `listener` with mutual TLS until `shutdown` resolves. An agent for a
 /// pool made by hand ([`Agent::for_external_volumes`]) serves only the CSI driver's RPCs.
-pub async fn serve<R: CommandRunner + 'static>(
+pub async fn serve<R: CommandRunner + Clone + 'static>(
     agent: Agent<R>,
     listener: tokio::net::TcpListener,
     tls: tonic::transport::ServerTlsConfig,

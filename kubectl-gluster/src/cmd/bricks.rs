@@ -129,6 +129,7 @@ mod tests {
                 size_free_bytes: 3 << 30,
                 ..Default::default()
             }],
+            ..Default::default()
         };
         let out = render(&[
             Observed {

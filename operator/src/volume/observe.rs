@@ -93,11 +93,9 @@ pub async fn run(
             (None, None)
         }
     };
-    // Heal counts (see `heal`), from the self-heal daemons' index count (the summary, which
-    // starts a glfsheal client per call, only when a brick has entries or was not counted):
-    // skipped when gluster's status did not answer (a node is lost, the count would wait
-    // for it); otherwise waited for a while, then the last count stands in while this one
-    // goes on, unless a brick was offline since (then none does).
+    // Heal counts (see `heal`): skipped when gluster's status did not answer (a node is
+    // lost, the count would wait for it); otherwise waited for a while, then the last count
+    // stands in while this one goes on, unless a brick was offline since (then none does).
     let whole = st
         .as_ref()
         .is_some_and(|s| s.bricks.len() == vol.bricks.len() && s.bricks.iter().all(|b| b.online));
@@ -107,13 +105,20 @@ pub async fn run(
     let heal = if st.is_some() && crate::plan::layout_of(vol).set_size() > 1 {
         let mut client = anchor.client.clone();
         let volume = name.to_string();
+        // The daemons' index count (HealCount) is cheap but is a glusterd transaction that
+        // holds the volume's lock until every self-heal daemon answers; it is asked only of a
+        // whole volume whose daemons all run. Otherwise (just started, a brick or daemon
+        // down) the summary, a glfsheal client that takes no glusterd lock.
+        let counted = whole && st.as_ref().is_some_and(|s| s.self_heal_daemons_online);
         ctx.heals
             .get(name, HEAL_WAIT, move || async move {
-                client
-                    .heal_count(VolumeRequest { name: volume })
-                    .await
-                    .ok()
-                    .map(|r| r.into_inner())
+                let req = VolumeRequest { name: volume };
+                let asked = if counted {
+                    client.heal_count(req).await
+                } else {
+                    client.heal_info(req).await
+                };
+                asked.ok().map(|r| r.into_inner())
             })
             .await
     } else {

@@ -52,6 +52,9 @@ pub struct AgentConfig {
 /// create at the mount instead, which clears the mark.
 const QUOTA_READY_TTL: Duration = Duration::from_secs(10);
 
+/// Cloning shares everything (locks, caches, the registrar): a clone is the same agent, for
+/// work that must outlive the call that started it.
+#[derive(Clone)]
 pub struct Agent<R> {
     gluster: Gluster<R>,
     config: AgentConfig,
@@ -62,7 +65,7 @@ pub struct Agent<R> {
     /// Set for a pool made by hand: the volumes served, whose settings are never changed.
     scope: Option<crate::scope::Scope>,
     /// The gluster CLI's version, asked at the first health call.
-    version: tokio::sync::OnceCell<String>,
+    version: Arc<tokio::sync::OnceCell<String>>,
 }
 
 impl<R: CommandRunner + Clone + 'static> Agent<R> {
@@ -514,7 +517,7 @@ fn log_rpc(rpc: &str, volume: &str) {
 }
 
 #[tonic::async_trait]
-impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
+impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
     async fn health(&self, _: Request<HealthRequest>) -> Reply<HealthResponse> {
         tracing::debug!(rpc = "Health", "request");
         let h = crate::health(&self.gluster, &self.version)
@@ -590,8 +593,16 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let req = req.into_inner();
         let want = DesiredVolume::from_spec(req.spec.as_ref())?;
         log_rpc("VolumeCreate", &want.name);
-        let _guard = self.locks.lock(&want.name).await;
-        let v = self.create(&want, req.start).await?;
+        // On a task of its own: a caller that goes away (an operator restarting) would
+        // otherwise cut the create between its steps, leaving a volume without its access
+        // options or not started.
+        let agent = self.clone();
+        let v = tokio::spawn(async move {
+            let _guard = agent.locks.lock(&want.name).await;
+            agent.create(&want, req.start).await
+        })
+        .await
+        .map_err(|e| Status::internal(format!("the volume create task failed: {e}")))??;
         Ok(Response::new(VolumeResponse {
             volume: Some(convert::volume(&v)),
         }))
@@ -692,20 +703,33 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
         let have = self.info(&name).await?;
         let mut rejected = Vec::new();
         let mut asked = false;
+        // Once glusterd is busy past the retries each command gets, the other options are
+        // not tried (each would wait out the same retries) and are reported as not set.
+        let mut busy: Option<String> = None;
         for (k, v) in &options {
             if have.options.get(k) == Some(v) {
                 continue;
             }
-            asked = true;
-            match self.gluster.volume_set(&name, k, v).await {
-                Ok(()) => {}
-                Err(GlusterError::Command { message, .. }) => rejected.push(RejectedOption {
-                    key: k.clone(),
-                    value: v.clone(),
-                    reason: message,
-                }),
-                Err(e) => return Err(AgentError::from(e).into()),
-            }
+            let reason = if let Some(b) = &busy {
+                format!("not tried: glusterd was busy ({b}); set at the next refresh")
+            } else {
+                asked = true;
+                match self.gluster.volume_set(&name, k, v).await {
+                    Ok(()) => continue,
+                    Err(GlusterError::Command { message, .. }) => {
+                        if gk_gluster::is_busy(&message) {
+                            busy = Some(message.clone());
+                        }
+                        message
+                    }
+                    Err(e) => return Err(AgentError::from(e).into()),
+                }
+            };
+            rejected.push(RejectedOption {
+                key: k.clone(),
+                value: v.clone(),
+                reason,
+            });
         }
         for r in &rejected {
             tracing::warn!(volume = %name, key = %r.key, reason = %r.reason, "option refused by gluster");
@@ -741,6 +765,9 @@ impl<R: CommandRunner + 'static> BrickAgent for Agent<R> {
 
     async fn heal_count(&self, req: Request<VolumeRequest>) -> Reply<HealInfoResponse> {
         let name = self.volume_arg("name", &req.into_inner().name)?;
+        // The count is a glusterd transaction on the volume: glusterd would refuse this
+        // agent's own changes to it meanwhile instead of queueing them.
+        let _guard = self.locks.lock(&name).await;
         let bricks: Vec<gk_gluster::Brick> = self
             .info(&name)
             .await?

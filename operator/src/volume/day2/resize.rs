@@ -410,6 +410,7 @@ mod tests {
                 brick("h1:/b/2", 100, 50),
                 brick("h2:/b/3", 100, 60),
             ],
+            ..Default::default()
         };
         assert!(fits(&vol, &roomy, &removed).is_ok());
         let tight = gk_agent::proto::VolumeStatusResponse {
@@ -419,6 +420,7 @@ mod tests {
                 brick("h1:/b/2", 100, 50),
                 brick("h2:/b/3", 100, 60),
             ],
+            ..Default::default()
         };
         let e = fits(&vol, &tight, &removed).unwrap_err();
         assert!(e.contains("hold up to 50") && e.contains("30 free"), "{e}");
