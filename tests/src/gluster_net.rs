@@ -321,7 +321,8 @@ impl GlusterNet {
             "mount",
             &[
                 "-o",
-                "loop",
+                // As the brick image mounts its disks (brick-image/entrypoint.sh).
+                "loop,inode64,noatime,allocsize=64k",
                 img_s,
                 node.brick_root().to_str().expect("utf-8 path"),
             ],

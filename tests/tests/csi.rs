@@ -367,6 +367,24 @@ impl SanityReport {
     }
 }
 
+/// What each brick of the pool holds for pvc-rwx: its limit and quota's count of its size.
+fn quota_xattrs(net: &GlusterNet) -> String {
+    let each = net.nodes().iter().map(|n| {
+        let out = std::process::Command::new("getfattr")
+            .args(["-d", "-m", "trusted.glusterfs.quota", "-e", "hex"])
+            .arg(n.brick_root().join("pool/pvc-rwx"))
+            .output()
+            .unwrap();
+        let ls = std::process::Command::new("ls")
+            .args(["-ls", "--block-size=1"])
+            .arg(n.brick_root().join("pool/pvc-rwx"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&ls.stdout)
+    });
+    each.collect::<Vec<_>>().join("\n")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rwx_quota_expansion_deletion_and_capacity() {
     let env = start().await;
@@ -374,6 +392,9 @@ async fn rwx_quota_expansion_deletion_and_capacity() {
     let mut ctrl = ControllerClient::new(ch.clone());
     let mut node = NodeClient::new(ch);
     const SIZE: i64 = 20 << 20;
+    // The expanded size: above what the fill below may overshoot the limit by (it asserts at
+    // most 80 MiB; 54 MiB was seen), so the write after expansion has room.
+    const GROWN: i64 = 100 << 20;
 
     let cap = |ctrl: &mut ControllerClient<Channel>| {
         let mut c = ctrl.clone();
@@ -554,6 +575,13 @@ async fn rwx_quota_expansion_deletion_and_capacity() {
         assert!(written <= 80, "wrote {written} MiB into a 20 MiB volume");
     };
     assert_eq!(err.raw_os_error(), Some(nix::libc::EDQUOT), "{err}");
+    // Quota counts blocks; with the brick mount's allocsize, not many beyond the data (XFS's
+    // dynamic default reserved up to the file's size again beyond its end, seen by hand).
+    assert!(
+        written >= 19,
+        "EDQUOT after {written} MiB of a 20 MiB PV\n{}",
+        quota_xattrs(&env.net)
+    );
     drop(f);
 
     // Online expansion: the mounted volume grows and takes writes again.
@@ -561,7 +589,7 @@ async fn rwx_quota_expansion_deletion_and_capacity() {
         .controller_expand_volume(csi::ControllerExpandVolumeRequest {
             volume_id: vol.volume_id.clone(),
             capacity_range: Some(csi::CapacityRange {
-                required_bytes: 2 * SIZE,
+                required_bytes: GROWN,
                 limit_bytes: 0,
             }),
             ..Default::default()
@@ -571,18 +599,19 @@ async fn rwx_quota_expansion_deletion_and_capacity() {
         .into_inner();
     assert_eq!(
         (grown.capacity_bytes, grown.node_expansion_required),
-        (2 * SIZE, false)
+        (GROWN, false)
     );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while size_seen(&targets[1]) != 2 * SIZE as u64 {
+    while size_seen(&targets[1]) != GROWN as u64 {
         assert!(
             std::time::Instant::now() < deadline,
             "df never showed the expanded size"
         );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    std::fs::write(targets[1].join("after-expand"), vec![1u8; 4 << 20])
-        .expect("writing after expansion");
+    if let Err(e) = std::fs::write(targets[1].join("after-expand"), vec![1u8; 4 << 20]) {
+        panic!("writing after expansion: {e}\n{}", quota_xattrs(&env.net));
+    }
 
     // Unpublish, unstage (twice: "not mounted" is success), delete: the data goes with the PV.
     for t in &targets {

@@ -965,16 +965,6 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
         if req.limit_bytes > current {
             quota::write_limit(&dir, req.limit_bytes)?;
             self.registrar.register(&volume, &path);
-            // The bricks were seen refusing writes under the old limit for a moment after
-            // the attribute changed (csi test, several times in one quiet hour): an expansion
-            // returns once glusterd has set the limit too, which every brick then holds.
-            let left = self.registrar.flush(&volume, Duration::from_secs(30)).await;
-            if left > 0 {
-                return Err(Status::unavailable(format!(
-                    "the new limit of {path} on {volume} is set but glusterd has not taken it \
-                     yet ({left} limits queued); see the agent log and retry"
-                )));
-            }
         }
         Ok(Response::new(SubdirResponse {
             path,
