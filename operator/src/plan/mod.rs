@@ -19,7 +19,7 @@ pub use layout::{layout, layout_of};
 pub use migration::{migration, Migration};
 pub use node::{DiskSlot, NodeSlot};
 pub use placement::{bricks, replacements, resize, Resize};
-pub use profiles::options;
+pub use profiles::{options, options_at_create, profile_of};
 pub use rollout::{rollout_step, BrickPod, RolloutStep};
 pub use size::{size_bricks, wanted_bricks, MAX_BRICKS};
 

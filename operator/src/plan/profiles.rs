@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use gk_gluster::VolumeLayout;
 
-use crate::crd::TuningProfile;
+use crate::crd::{GlusterClusterSpec, GlusterVolumeSpec, TuningProfile};
 
 /// One option of a profile and why it is there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +42,32 @@ impl Applies {
     }
 }
 
+/// Why clients (mounts, quotad, self-heal daemons) probe a brick connection after 1 s
+/// without traffic, then every second: with the 2 s user timeout, a brick whose node drops off
+/// the network is given up about 2 s after it last answered even when nothing sent to it is
+/// unacknowledged (a request the brick had received but not answered, or an idle quotad
+/// connection).
+const CLIENT_KEEPALIVE: &str = "with the 2 s user timeout, a brick whose node drops off the \
+     network is given up about 2 s after it last answered even when nothing sent to it waits \
+     for an acknowledgement: a request the brick had received but not answered, or quotad's \
+     idle connection, which a quota'd write waits on in turn. Side by side over five node \
+     cuts: a subdirectory PV stalled 2.24-2.46 s and a dedicated PV 1.09-2.27 s, against \
+     2.27-4.50 s and 2.27-6.64 s with gluster's 20 s and 2 s \
+     (docs/benchmarks/datapath-levers-failover-keepalive.md)";
+
+/// Why bricks probe an idle client connection after 2 s, then every second, and drop it after
+/// 5 s without an answer (with a user timeout set, Linux closes a keepalive-probed connection
+/// on the timeout, not the probe count) instead of gluster's 20 s, 2 s and 42 s.
+const SERVER_KEEPALIVE: &str = "a brick notices within about 5 s that a client's node dropped off \
+     the network (by Linux's keepalive and user-timeout rules; not timed), and at the first \
+     probe after it returns, and releases that client's locks. \
+     Gluster 10.3's locks translator holds an unlink while another client holds a lock on the \
+     file, and releasing a dead client's lock does not wake it: a file deleted while a node was \
+     cut left that node's brick holding the writer's stale lock, the self-heal daemon's unlink \
+     of it waited forever, and the volume never healed \
+     (docs/benchmarks/datapath-levers-failover-keepalive.md). Trade-off: a client whose node \
+     is unreachable for 5 s loses its locks and reconnects";
+
 /// The Tuned profile. Seed 000's "high performance" list, applied whole, was slower than
 /// gluster's defaults on every row of a first dd ladder recorded in ENVIRONMENT.md, so only
 /// options with a reason that holds on any cluster are kept; the rest wait for the benchmark
@@ -66,6 +92,36 @@ pub const TUNED: &[ProfileOption] = &[
                  no ping-timer expiry (docs/benchmarks/datapath.md). Set before quota is \
                  enabled, so quotad's connections have it too. Trade-off: a brick that leaves \
                  data unacknowledged for 2 s is dropped, then reconnects and heals",
+        applies: Applies::All,
+    },
+    ProfileOption {
+        key: "client.keepalive-time",
+        value: "1",
+        reason: CLIENT_KEEPALIVE,
+        applies: Applies::All,
+    },
+    ProfileOption {
+        key: "client.keepalive-interval",
+        value: "1",
+        reason: CLIENT_KEEPALIVE,
+        applies: Applies::All,
+    },
+    ProfileOption {
+        key: "server.keepalive-time",
+        value: "2",
+        reason: SERVER_KEEPALIVE,
+        applies: Applies::All,
+    },
+    ProfileOption {
+        key: "server.keepalive-interval",
+        value: "1",
+        reason: SERVER_KEEPALIVE,
+        applies: Applies::All,
+    },
+    ProfileOption {
+        key: "server.tcp-user-timeout",
+        value: "5",
+        reason: SERVER_KEEPALIVE,
         applies: Applies::All,
     },
     ProfileOption {
@@ -158,9 +214,57 @@ pub fn options(
     out
 }
 
+/// The options a new volume is created with, set before its bricks first start: its
+/// profile's, then access control over them. Gluster reads TCP keepalive and user timeouts
+/// when a connection is made, so a profile option set after the start would miss the
+/// self-heal daemons' first connections (seen: a node cut stalled a writer 42 s behind a heal
+/// lock held over such a connection). The volume's own options follow once it has started.
+pub fn options_at_create(
+    profile: TuningProfile,
+    layout: VolumeLayout,
+    access: &[(String, String)],
+) -> BTreeMap<String, String> {
+    options(profile, layout, &access.iter().cloned().collect())
+}
+
+/// The profile a volume runs with: its own, or else its cluster's default.
+pub fn profile_of(volume: &GlusterVolumeSpec, cluster: &GlusterClusterSpec) -> TuningProfile {
+    volume.profile.unwrap_or(cluster.default_profile)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_volume_starts_with_its_profile_and_access() {
+        let r3 = VolumeLayout::Replicate { replica: 3 };
+        let access = [
+            ("server.ssl".to_string(), "on".to_string()),
+            ("network.ping-timeout".to_string(), "9".to_string()),
+        ];
+        let o = options_at_create(TuningProfile::Tuned, r3, &access);
+        for key in [
+            "client.keepalive-time",
+            "client.tcp-user-timeout",
+            "server.keepalive-time",
+            "server.tcp-user-timeout",
+        ] {
+            assert!(
+                o.contains_key(key),
+                "{key} is not set before the start: {o:?}"
+            );
+        }
+        assert_eq!(o["server.ssl"], "on");
+        assert_eq!(
+            o["network.ping-timeout"], "9",
+            "access wins over the profile"
+        );
+        assert_eq!(
+            options_at_create(TuningProfile::GlusterDefaults, r3, &access),
+            BTreeMap::from(access.clone())
+        );
+    }
 
     #[test]
     fn the_profile_doc_lists_every_option() {

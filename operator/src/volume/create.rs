@@ -1,5 +1,6 @@
 //! Creating the gluster volume of a GlusterVolume, once: bricks planned on the nodes whose
-//! agents answer, access control set before the bricks first start, then started.
+//! agents answer, access control and the profile's options set before the bricks first
+//! start, then started.
 
 use gk_agent::proto::{
     BrickReleaseRequest, VolumeCreateRequest, VolumeSpec as AgentSpec, VolumeType as AgentType,
@@ -50,7 +51,8 @@ pub async fn run(
             return Err(e.into());
         }
     };
-    let (replica, data, redundancy) = match plan::layout(&gv.spec)? {
+    let layout = plan::layout(&gv.spec)?;
+    let (replica, data, redundancy) = match layout {
         VolumeLayout::Replicate { replica } => (replica, 0, 0),
         VolumeLayout::Disperse { data, redundancy } => (0, data, redundancy),
         _ => (0, 0, 0),
@@ -70,7 +72,9 @@ pub async fn run(
         disperse_data: data,
         disperse_redundancy: redundancy,
         bricks: planned.iter().map(|b| b.to_string()).collect(),
-        options: access.iter().cloned().collect(),
+        options: plan::options_at_create(plan::profile_of(&gv.spec, &gc.spec), layout, access)
+            .into_iter()
+            .collect(),
         force: false,
     };
     let anchor = &mut agents[0];

@@ -72,7 +72,7 @@ pub async fn apply(
     anchor: &mut NodeAgent,
     access: Vec<(String, String)>,
 ) -> Result<Applied, Error> {
-    let profile = gv.spec.profile.unwrap_or(gc.spec.default_profile);
+    let profile = plan::profile_of(&gv.spec, &gc.spec);
     let mut options = plan::options(profile, plan::layout(&gv.spec)?, &gv.spec.options);
     options.extend(access);
     let set = anchor

@@ -225,9 +225,9 @@ impl Maker<'_> {
         (dir, volume, options)
     }
 
-    /// A volume as the operator makes it: created with the access options set before its
-    /// bricks first start, then its profile's options (`plan::options`), as the
-    /// GlusterVolume controller does through the agent.
+    /// A volume as the operator makes it: created with its profile's options and the access
+    /// options set before its bricks first start, then the profile's and its own options
+    /// (`plan::options`) once more, as the GlusterVolume controller does through the agent.
     async fn product_volume(
         &self,
         kind: Kind,
@@ -239,6 +239,7 @@ impl Maker<'_> {
             common_names: self.allowed.clone(),
         })
         .expect("access options");
+        let at_create = gk_operator::plan::options_at_create(profile, kind.layout(), &access);
         let (ty, replica, data, redundancy) = agent_type(kind);
         let mut agent = self.agents.client(0).await.expect("agent client");
         agent
@@ -255,7 +256,7 @@ impl Maker<'_> {
                         .iter()
                         .map(|b| b.to_string())
                         .collect(),
-                    options: access.iter().cloned().collect(),
+                    options: at_create.into_iter().collect(),
                     force: false,
                 }),
                 start: true,
