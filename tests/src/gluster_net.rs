@@ -67,9 +67,16 @@ impl Node {
         self.dir.join("log")
     }
 
-    /// The node's network namespace (`ip -n <ns> ...`), for benchmarks that cut its link.
+    /// The node's network namespace (`ip -n <ns> ...`).
     pub fn netns(&self) -> &str {
         &self.ns
+    }
+
+    /// Sets the node's link up or down. Down, the node vanishes from the network: nothing is
+    /// closed and its packets are lost, as when a host or its switch port dies.
+    pub fn set_link(&self, up: bool) -> Result<(), EnvError> {
+        let state = if up { "up" } else { "down" };
+        crate::run("ip", &["-n", &self.ns, "link", "set", "eth0", state]).map(|_| ())
     }
 
     /// The last `lines` lines of the node's glusterd log, for failure messages.

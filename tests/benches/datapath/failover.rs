@@ -9,11 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gk_testenv::bench::datapath::Stall;
+use gk_testenv::bench::datapath::{Heal, Stall};
 use gk_testenv::gluster_net::GlusterNet;
 
 use crate::cases::Target;
-use crate::{run, wait_bricks_online, wait_healed};
+use crate::{wait_bricks_online, wait_healed};
 
 /// One durable 4 KiB write (pwrite + fsync) every 20 ms, as a database would issue them.
 struct Writer {
@@ -31,7 +31,9 @@ impl Writer {
         let path = dir.join("failover.bin");
         let (s, o) = (stop.clone(), ops.clone());
         let handle = std::thread::spawn(move || {
+            let start = Instant::now();
             let f = File::create(&path).expect("failover file");
+            o.lock().unwrap().push((start, Instant::now(), true));
             let buf = gk_testenv::test_data(9, 4096);
             let mut i = 0u64;
             while !s.load(Ordering::SeqCst) {
@@ -80,12 +82,76 @@ impl Writer {
         (errors, gap)
     }
 
+    /// Prints every operation after `t0` that took 0.3 s or more, in seconds from `t0`, so a
+    /// stall can be laid beside the client's log.
+    fn print_slow_ops(&self, t0: Instant) {
+        let ops = self.ops.lock().unwrap();
+        for (s, e, ok) in ops.iter().filter(|(_, e, _)| *e >= t0) {
+            if *e - *s >= Duration::from_millis(300) {
+                let from = |i: Instant| {
+                    i.checked_duration_since(t0)
+                        .map_or_else(|| -(t0 - i).as_secs_f64(), |d| d.as_secs_f64())
+                };
+                println!(
+                    "  {}: write from {:+.3} s to {:+.3} s{}",
+                    self.key,
+                    from(*s),
+                    from(*e),
+                    if *ok { "" } else { " (failed)" }
+                );
+            }
+        }
+    }
+
     fn finish(mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.handle.take() {
             h.join().expect("writer thread");
         }
     }
+}
+
+/// How long a volume may take to heal once the event is undone before its heal counts as
+/// stuck (the stuck heals seen never finished; healthy ones took seconds).
+const HEAL_LIMIT: Duration = Duration::from_secs(120);
+
+/// The process id of `volume`'s brick on `host`.
+async fn brick_pid(net: &GlusterNet, volume: &str, host: &str) -> u32 {
+    let st = net.gluster(0).volume_status(volume).await.expect("status");
+    let b = st
+        .bricks
+        .iter()
+        .find(|b| b.brick.host == host)
+        .unwrap_or_else(|| panic!("{volume} has no brick on {host}"));
+    b.pid.expect("brick pid")
+}
+
+/// Kills a brick process the way a crash would: no signal it can catch.
+fn kill_brick(pid: u32) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill glusterfsd");
+}
+
+/// Kills `volume`'s brick on `host` and starts it again: the remedy for a heal stuck on that
+/// brick.
+async fn restart_victim_brick(net: &GlusterNet, volume: &str, host: &str) {
+    let pid = brick_pid(net, volume, host).await;
+    kill_brick(pid);
+    // glusterd starts a brick again only once its process is gone.
+    let proc = format!("/proc/{pid}");
+    let gone = Instant::now() + Duration::from_secs(30);
+    while Path::new(&proc).exists() && Instant::now() < gone {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    net.gluster(0)
+        .volume_start_force(volume)
+        .await
+        .expect("start force");
+    wait_bricks_online(net, volume).await;
+    let _ = net.gluster(0).heal_start(volume).await;
 }
 
 /// Runs `event` (`brick-kill` or `node-cut`) `reps` times on node 3 with a writer on every
@@ -95,6 +161,7 @@ pub async fn failover(
     targets: &[&Target],
     event: &str,
     reps: usize,
+    client_log: &dyn Fn(&Target) -> String,
 ) -> Vec<Stall> {
     let victim = &net.nodes()[2];
     // Targets may share a volume (one volume mounted two ways): each is hit and healed once.
@@ -112,27 +179,18 @@ pub async fn failover(
         let mut pids = Vec::new();
         if event == "brick-kill" {
             for v in &volumes {
-                let st = net.gluster(0).volume_status(v).await.expect("status");
-                let b = st
-                    .bricks
-                    .iter()
-                    .find(|b| b.brick.host == victim.address)
-                    .expect("brick on node 3");
-                pids.push(b.pid.expect("brick pid"));
+                pids.push(brick_pid(net, v, &victim.address).await);
             }
         }
         let t0 = Instant::now();
+        let wall0 = jiff::Timestamp::now();
         if event == "brick-kill" {
             for pid in &pids {
-                nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(*pid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                )
-                .expect("kill glusterfsd");
+                kill_brick(*pid);
             }
         } else {
             // The node vanishes: its link goes down, nothing is closed, packets are lost.
-            run("ip", &["-n", victim.netns(), "link", "set", "eth0", "down"]);
+            victim.set_link(false).expect("cut node 3's link");
         }
         // A killed brick closes its connections, so clients carry on at once; a vanished
         // node stalls them until the ping timer expires.
@@ -142,18 +200,25 @@ pub async fn failover(
         }
         // A few more seconds so the window is not cut right at the resume.
         tokio::time::sleep(Duration::from_secs(2)).await;
+        println!("failover {event} rep {rep}: event at {wall0}");
+        let mut rep_out = Vec::new();
+        for (w, t) in writers.iter().zip(targets) {
+            w.print_slow_ops(t0);
+            print_log_window(&client_log(t), wall0, Duration::from_secs(12), &w.key);
+        }
         for w in &writers {
             let (errors, gap) = w.errors_and_gap(t0);
             println!(
                 "failover {event} rep {rep} {}: longest gap between writes {gap:.2} s, {errors} failed",
                 w.key
             );
-            out.push(Stall {
+            rep_out.push(Stall {
                 event: event.into(),
                 case: w.key.clone(),
                 rep,
                 stall_s: gap,
                 failed_writes: errors,
+                heal: None,
             });
         }
         for w in writers {
@@ -168,14 +233,53 @@ pub async fn failover(
                     .expect("start force");
             }
         } else {
-            run("ip", &["-n", victim.netns(), "link", "set", "eth0", "up"]);
+            victim.set_link(true).expect("restore node 3's link");
         }
+        let back = Instant::now();
+        let mut heals = std::collections::BTreeMap::new();
         for v in &volumes {
             wait_bricks_online(net, v).await;
             let _ = net.gluster(0).heal_start(v).await;
-            let healed = wait_healed(net, v, Duration::from_secs(240)).await;
-            assert!(healed.is_some(), "{v} did not heal after {event}");
+            let heal = match wait_healed(net, v, HEAL_LIMIT.saturating_sub(back.elapsed())).await {
+                Some(_) => Heal::Healed {
+                    seconds: back.elapsed().as_secs_f64(),
+                },
+                None => {
+                    println!("failover {event} rep {rep}: {v} not healed in {HEAL_LIMIT:?}; restarting node 3's brick");
+                    restart_victim_brick(net, v, &victim.address).await;
+                    let healed = wait_healed(net, v, Duration::from_secs(240)).await;
+                    assert!(healed.is_some(), "{v} did not heal after {event}, even after its brick on node 3 was restarted");
+                    Heal::Stuck {
+                        limit_s: HEAL_LIMIT.as_secs_f64(),
+                    }
+                }
+            };
+            heals.insert(v.to_string(), heal);
+        }
+        for (mut s, t) in rep_out.into_iter().zip(targets) {
+            s.heal = heals.get(t.volume.as_str()).copied();
+            out.push(s);
         }
     }
     out
+}
+
+/// Prints the lines of a gluster log stamped from 1 s before `at` to `span` after it (gluster
+/// stamps `[YYYY-MM-DD HH:MM:SS.ffffff +0000]` in UTC, which sorts as text).
+fn print_log_window(text: &str, at: jiff::Timestamp, span: Duration, key: &str) {
+    let stamp = |t: jiff::Timestamp| {
+        format!(
+            "{}.{:06}",
+            t.strftime("%Y-%m-%d %H:%M:%S"),
+            t.subsec_microsecond()
+        )
+    };
+    let from = stamp(at - Duration::from_secs(1));
+    let to = stamp(at + span);
+    for line in text.lines() {
+        let Some(ts) = line.get(1..27) else { continue };
+        if ts >= from.as_str() && ts <= to.as_str() {
+            println!("  {key} log: {line}");
+        }
+    }
 }

@@ -3,7 +3,7 @@
 //!
 //!   cargo bench -p gk-testenv --bench datapath -- [REPS] [ROW_SECONDS] [FAILOVER_REPS]
 //!       [--types r3,arb,ec] [--cases raw,b,bt,pv,dv] [--rows ROW,ROW] [--variant SPEC]...
-//!       [--cpu-profile]
+//!       [--cpu-profile] [--events brick-kill,node-cut]
 //!
 //! Three real glusterd nodes in network namespaces (`GlusterNet`) with XFS bricks on loop
 //! files, management TLS on as the operator sets it up (a certificate per node, a
@@ -110,6 +110,8 @@ struct Args {
     rows: Option<Vec<String>>,
     variants: Vec<Variant>,
     cpu_profile: bool,
+    /// Which failover events to run (both unless `--events` says otherwise).
+    events: Vec<String>,
     command: String,
 }
 
@@ -124,6 +126,7 @@ fn args() -> Args {
         rows: None,
         variants: vec![],
         cpu_profile: false,
+        events: ["brick-kill", "node-cut"].map(String::from).to_vec(),
         command: format!(
             "cargo bench -p gk-testenv --bench datapath -- {}",
             all.join(" ")
@@ -146,6 +149,7 @@ fn args() -> Args {
             "--cases" => a.cases = value().split(',').map(String::from).collect(),
             "--rows" => a.rows = Some(value().split(',').map(String::from).collect()),
             "--cpu-profile" => a.cpu_profile = true,
+            "--events" => a.events = value().split(',').map(String::from).collect(),
             "--variant" => a
                 .variants
                 .push(Variant::parse(&value()).unwrap_or_else(|e| panic!("--variant: {e}"))),
@@ -163,6 +167,12 @@ fn args() -> Args {
     }
     if let Some(v) = numbers.get(2) {
         a.failover_reps = *v as usize;
+    }
+    for e in &a.events {
+        assert!(
+            ["brick-kill", "node-cut"].contains(&e.as_str()),
+            "--events: {e:?} is not brick-kill or node-cut"
+        );
     }
     for r in a.rows.iter().flatten() {
         assert!(dp::row_by_id(r).is_some(), "--rows: unknown row {r:?}");
@@ -491,8 +501,10 @@ async fn main() {
     let gluster: Vec<&Target> = targets.iter().filter(|t| !t.volume.is_empty()).collect();
     let mut stalls = Vec::new();
     if args.failover_reps > 0 {
-        for event in ["brick-kill", "node-cut"] {
-            stalls.extend(failover::failover(&net, &gluster, event, args.failover_reps).await);
+        for event in &args.events {
+            let log = |t: &Target| client_log(&client, &node_dir, t);
+            stalls
+                .extend(failover::failover(&net, &gluster, event, args.failover_reps, &log).await);
         }
     }
     // Every ping-timer expiry each client logged over the whole run: a node cut accounts for
@@ -500,23 +512,7 @@ async fn main() {
     let mut ping_expiries = BTreeMap::new();
     let mut disconnects = BTreeMap::new();
     for t in &gluster {
-        let logs = [client.log_file(&t.key), node_dir.join("logs")];
-        let text: String = logs
-            .iter()
-            .flat_map(|p| {
-                if p.is_dir() {
-                    std::fs::read_dir(p)
-                        .into_iter()
-                        .flatten()
-                        .flatten()
-                        .filter(|e| e.file_name().to_string_lossy().contains(&t.volume))
-                        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
-                        .collect::<Vec<_>>()
-                } else {
-                    vec![std::fs::read_to_string(p).unwrap_or_default()]
-                }
-            })
-            .collect();
+        let text = client_log(&client, &node_dir, t);
         let count = |what: &str| text.lines().filter(|l| l.contains(what)).count();
         ping_expiries.insert(t.key.clone(), count("has not responded in the last"));
         disconnects.insert(t.key.clone(), count("disconnected from"));
@@ -537,8 +533,9 @@ async fn main() {
         stalls,
         ping_expiries,
         disconnects,
-        brick_kills: args.failover_reps,
-        node_cuts: args.failover_reps,
+        brick_kills: args.failover_reps
+            * usize::from(args.events.iter().any(|e| e == "brick-kill")),
+        node_cuts: args.failover_reps * usize::from(args.events.iter().any(|e| e == "node-cut")),
         total_seconds: started.elapsed().as_secs_f64(),
         cpu: profiles,
     };
@@ -554,4 +551,25 @@ async fn main() {
     .expect("writing the results");
     dp::plot(&results, &out.join("datapath.svg")).expect("plot");
     println!("wrote {}", out.join("datapath.md").display());
+}
+
+/// Everything the FUSE client of `t` logged: a hand-made mount's own log file, or the CSI
+/// node plugin's logs for its volume.
+fn client_log(client: &gk_testenv::gluster_net::Client, node_dir: &Path, t: &Target) -> String {
+    let logs = [client.log_file(&t.key), node_dir.join("logs")];
+    logs.iter()
+        .flat_map(|p| {
+            if p.is_dir() {
+                std::fs::read_dir(p)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().contains(&t.volume))
+                    .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+                    .collect::<Vec<_>>()
+            } else {
+                vec![std::fs::read_to_string(p).unwrap_or_default()]
+            }
+        })
+        .collect()
 }

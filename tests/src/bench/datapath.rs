@@ -95,6 +95,21 @@ pub struct Stall {
     /// The longest gap between two completed writes after the event.
     pub stall_s: f64,
     pub failed_writes: usize,
+    /// How the case's volume healed once the event was undone (absent from runs made before
+    /// it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heal: Option<Heal>,
+}
+
+/// How a volume healed after a failover event was undone.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub enum Heal {
+    /// Nothing left to heal this many seconds after the brick or link was back.
+    Healed { seconds: f64 },
+    /// Still not healed after `limit_s`; healed only once the returning node's brick was
+    /// restarted (the remedy for a self-heal stuck on a brick, not something the product does).
+    Stuck { limit_s: f64 },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -318,11 +333,23 @@ fn failover_table(res: &Results) -> String {
     if res.stalls.is_empty() {
         return String::new();
     }
+    // Runs made before heals were recorded keep their table as it was.
+    let with_heal = res.stalls.iter().any(|s| s.heal.is_some());
     let mut md = String::from(
         "\n### Failover: a durable writer's stall (4 KiB pwrite + fdatasync every 20 ms), the \
-         longest gap between two completed writes after the event\n\n\
-         | event | case | stall, median (min–max) | failed writes | target |\n|---|---|---|---|---|\n",
+         longest gap between two completed writes after the event\n\n",
     );
+    if with_heal {
+        md.push_str(
+            "| event | case | stall, median (min–max) | failed writes | healed after the event was \
+             undone | target |\n|---|---|---|---|---|---|\n",
+        );
+    } else {
+        md.push_str(
+            "| event | case | stall, median (min–max) | failed writes | target |\n\
+             |---|---|---|---|---|\n",
+        );
+    }
     let mut keys: Vec<(&str, &str)> = res
         .stalls
         .iter()
@@ -338,6 +365,11 @@ fn failover_table(res: &Results) -> String {
             .collect();
         let stalls: Vec<f64> = mine.iter().map(|s| s.stall_s).collect();
         let failed: usize = mine.iter().map(|s| s.failed_writes).sum();
+        let heal = if with_heal {
+            format!(" {} |", heal_cell(&mine))
+        } else {
+            String::new()
+        };
         let is_product = res
             .case(case)
             .is_some_and(|c| !matches!(c.case.as_str(), "b" | "bt" | "x"));
@@ -352,7 +384,7 @@ fn failover_table(res: &Results) -> String {
             String::new()
         };
         md.push_str(&format!(
-            "| {event} | `{case}` | {} s | {failed} | {target} |\n",
+            "| {event} | `{case}` | {} s | {failed} |{heal} {target} |\n",
             cell(&stalls)
         ));
     }
@@ -379,6 +411,30 @@ fn failover_table(res: &Results) -> String {
         list(&res.ping_expiries),
     ));
     md
+}
+
+/// The heal column: the seconds of the heals that finished, and how many never did.
+fn heal_cell(stalls: &[&Stall]) -> String {
+    let (mut healed, mut stuck) = (Vec::new(), Vec::new());
+    for s in stalls {
+        match s.heal {
+            Some(Heal::Healed { seconds }) => healed.push(seconds),
+            Some(Heal::Stuck { limit_s }) => stuck.push(limit_s),
+            None => {}
+        }
+    }
+    let mut parts = Vec::new();
+    if !healed.is_empty() {
+        parts.push(format!("{} s", cell(&healed)));
+    }
+    if let Some(limit) = stuck.first() {
+        parts.push(format!(
+            "**{} of {} stuck** (not healed in {limit:.0} s; healed once the brick was restarted)",
+            stuck.len(),
+            stalls.len()
+        ));
+    }
+    parts.join("; ")
 }
 
 /// The SVG plot: each product case's median ÷ (b) per row, one line per case.
@@ -543,5 +599,34 @@ mod tests {
             .insert("pv-r3".into(), s(&[60.0, 61.0, 62.0]));
         let md = render(&r);
         assert!(md.contains("≥ 0.9× (b): **missed**"), "{md}");
+    }
+
+    #[test]
+    fn heals_get_a_column_only_when_recorded_and_stuck_ones_are_counted() {
+        let stall = |rep, heal| Stall {
+            event: "node-cut".into(),
+            case: "pv-r3".into(),
+            rep,
+            stall_s: 2.0,
+            failed_writes: 0,
+            heal,
+        };
+        let mut r = results();
+        r.stalls = vec![stall(0, None), stall(1, None)];
+        let md = render(&r);
+        assert!(!md.contains("healed after"), "{md}");
+        r.stalls = vec![
+            stall(0, Some(Heal::Healed { seconds: 3.0 })),
+            stall(1, Some(Heal::Stuck { limit_s: 120.0 })),
+        ];
+        let md = render(&r);
+        let line = md
+            .lines()
+            .find(|l| l.starts_with("| node-cut | `pv-r3`"))
+            .expect("the node-cut row");
+        assert!(
+            line.contains("| 3.00 (3.00–3.00) s; **1 of 2 stuck** (not healed in 120 s"),
+            "{line}"
+        );
     }
 }
