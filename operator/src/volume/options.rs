@@ -2,6 +2,9 @@
 //! the operator sets from the GlusterCluster (see `tls::access`), which a volume's own options
 //! may not name. Refusals are reported, not dropped.
 
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
 use gk_agent::proto::{RejectedOption, VolumeSetRequest};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterCluster, GlusterVolume};
@@ -60,10 +63,36 @@ pub struct Applied {
     pub volume: gk_agent::proto::Volume,
 }
 
+/// How long setting options may take before status is written without them. The agent
+/// sets them behind any other gluster operation on the volume, and one waiting on a node
+/// that dropped off the network can take minutes: status must say Degraded meanwhile.
+const SET_WAIT: Duration = Duration::from_secs(15);
+
+/// The options of `want` that `have` does not carry yet, each with why: setting them did
+/// not finish within [`SET_WAIT`] on `node`'s agent.
+fn not_set_in_time(
+    want: &BTreeMap<String, String>,
+    have: &HashMap<String, String>,
+    node: &str,
+) -> Vec<RejectedOption> {
+    want.iter()
+        .filter(|(k, v)| have.get(*k) != Some(*v))
+        .map(|(k, v)| RejectedOption {
+            key: k.clone(),
+            value: v.clone(),
+            reason: format!(
+                "not set yet: the brick agent on {node} did not finish setting options within                  {}s (another gluster operation on the volume, or a node that dropped off the                  network, holds it); tried again at the next refresh",
+                SET_WAIT.as_secs()
+            ),
+        })
+        .collect()
+}
+
 /// Sets every option of the volume; returns those gluster refused and the volume as gluster
 /// describes it afterwards (status reads it from there, not with another CLI run). A
 /// refused access option keeps the volume from being Ready (it might admit clients it
-/// should refuse).
+/// should refuse). Options not set within [`SET_WAIT`] are reported as not set, and the
+/// volume is read without them.
 pub async fn apply(
     ctx: &Context,
     gv: &GlusterVolume,
@@ -75,15 +104,25 @@ pub async fn apply(
     let profile = plan::profile_of(&gv.spec, &gc.spec);
     let mut options = plan::options(profile, plan::layout(&gv.spec)?, &gv.spec.options);
     options.extend(access);
-    let set = anchor
-        .client
-        .volume_set(VolumeSetRequest {
-            name: name.to_string(),
-            options: options.into_iter().collect(),
-        })
-        .await
-        .map_err(|s| Error::agent(&anchor.node, s))?
-        .into_inner();
+    let asked = anchor.client.volume_set(VolumeSetRequest {
+        name: name.to_string(),
+        options: options.clone().into_iter().collect(),
+    });
+    let set = match tokio::time::timeout(SET_WAIT, asked).await {
+        Ok(answer) => answer
+            .map_err(|s| Error::agent(&anchor.node, s))?
+            .into_inner(),
+        Err(_) => {
+            tracing::warn!(volume = %name, node = %anchor.node, "setting options did not finish in time; status is written without them");
+            let volume = super::lookup::info(anchor, name)
+                .await?
+                .ok_or_else(|| Error::NotReady(format!("volume {name} vanished")))?;
+            gk_agent::proto::VolumeSetResponse {
+                rejected: not_set_in_time(&options, &volume.options, &anchor.node),
+                volume: Some(volume),
+            }
+        }
+    };
     if let Some(r) = set
         .rejected
         .iter()
@@ -111,6 +150,37 @@ pub async fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_not_set_in_time_are_named_with_the_node() {
+        let want = BTreeMap::from([
+            ("server.ssl".to_string(), "on".to_string()),
+            ("network.ping-timeout".to_string(), "5".to_string()),
+            ("client.keepalive-time".to_string(), "1".to_string()),
+        ]);
+        let have = HashMap::from([
+            ("server.ssl".to_string(), "on".to_string()),
+            ("network.ping-timeout".to_string(), "42".to_string()),
+        ]);
+        let pending = not_set_in_time(&want, &have, "gk-node-1");
+        let keys: Vec<_> = pending
+            .iter()
+            .map(|r| (r.key.as_str(), r.value.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("client.keepalive-time", "1"),
+                ("network.ping-timeout", "5")
+            ]
+        );
+        assert!(
+            pending[0].reason.contains("gk-node-1"),
+            "{}",
+            pending[0].reason
+        );
+        assert!(not_set_in_time(&want, &want.clone().into_iter().collect(), "n").is_empty());
+    }
 
     #[test]
     fn access_options_come_from_the_cluster_and_cannot_be_overridden() {

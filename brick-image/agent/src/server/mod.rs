@@ -51,6 +51,11 @@ pub struct AgentConfig {
 /// timeouts) is trusted without asking glusterd again. A volume stopped meanwhile fails the
 /// create at the mount instead, which clears the mark.
 const QUOTA_READY_TTL: Duration = Duration::from_secs(10);
+/// How long a heal count may hold the volume's lock. The count is a glusterd transaction
+/// that waits for every self-heal daemon; one on a node that dropped off the network keeps
+/// it waiting until glusterd gives the peer up (minutes), and this agent's own changes to
+/// the volume (the operator's options, before it writes status) would wait behind it.
+const HEAL_COUNT_WAIT: Duration = Duration::from_secs(10);
 
 /// Cloning shares everything (locks, caches, the registrar): a clone is the same agent, for
 /// work that must outlive the call that started it.
@@ -775,7 +780,16 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
             .into_iter()
             .map(|b| b.brick)
             .collect();
-        match self.gluster.heal_count(&name).await {
+        let asked = tokio::time::timeout(HEAL_COUNT_WAIT, self.gluster.heal_count(&name))
+            .await
+            // The summary would wait on the same unreachable node: none is run.
+            .map_err(|_| {
+                AgentError::from(GlusterError::Timeout {
+                    command: format!("volume heal {name} statistics heal-count"),
+                    timeout: HEAL_COUNT_WAIT,
+                })
+            })?;
+        match asked {
             Ok(counts) if gk_gluster::nothing_to_heal(&counts, &bricks) => {
                 return Ok(Response::new(convert::nothing_to_heal(&bricks)));
             }
