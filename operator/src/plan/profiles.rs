@@ -51,8 +51,8 @@ const CLIENT_KEEPALIVE: &str = "with the 2 s user timeout, a brick whose node dr
      network is given up about 2 s after it last answered even when nothing sent to it waits \
      for an acknowledgement: a request the brick had received but not answered, or quotad's \
      idle connection, which a quota'd write waits on in turn. Side by side over five node \
-     cuts: a subdirectory PV stalled 2.24-2.46 s and a dedicated PV 1.09-2.27 s, against \
-     2.27-4.50 s and 2.27-6.64 s with gluster's 20 s and 2 s \
+     cuts: a subdirectory PV stalled 1.15-3.13 s and a dedicated PV 2.24-3.07 s, against \
+     2.28-5.25 s and 3.02-6.19 s with gluster's 20 s and 2 s \
      (docs/benchmarks/datapath-levers-failover-keepalive.md)";
 
 /// Why bricks probe an idle client connection after 2 s, then every second, and drop it after
