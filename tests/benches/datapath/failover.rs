@@ -182,6 +182,7 @@ pub async fn failover(
                 pids.push(brick_pid(net, v, &victim.address).await);
             }
         }
+        let load = gk_testenv::bench::load_average()[0];
         let t0 = Instant::now();
         let wall0 = jiff::Timestamp::now();
         if event == "brick-kill" {
@@ -219,6 +220,7 @@ pub async fn failover(
                 stall_s: gap,
                 failed_writes: errors,
                 heal: None,
+                load: Some(load),
             });
         }
         for w in writers {

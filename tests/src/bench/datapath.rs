@@ -99,6 +99,10 @@ pub struct Stall {
     /// it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heal: Option<Heal>,
+    /// The 1-minute load average just before the event (absent from runs made before it was
+    /// recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<f64>,
 }
 
 /// How a volume healed after a failover event was undone.
@@ -402,6 +406,7 @@ fn failover_table(res: &Results) -> String {
             list(&res.disconnects)
         )
     };
+    md.push_str(&event_loads(res));
     md.push_str(&format!(
         "\nOver the whole run ({} brick kills and {} node cuts, each hitting one brick of every \
          volume), each client logged these ping-timer expiries: {}{disconnects}. One per event \
@@ -411,6 +416,31 @@ fn failover_table(res: &Results) -> String {
         list(&res.ping_expiries),
     ));
     md
+}
+
+/// The load average before the events, per kind of event, when the run recorded it.
+fn event_loads(res: &Results) -> String {
+    let mut by_event: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for s in &res.stalls {
+        if let Some(l) = s.load {
+            by_event.entry(s.event.as_str()).or_default().push(l);
+        }
+    }
+    if by_event.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = by_event
+        .iter()
+        .map(|(event, loads)| {
+            let (lo, hi) = range(loads);
+            format!("{event} {lo:.2}–{hi:.2}")
+        })
+        .collect();
+    format!(
+        "\nThe 1-minute load average just before each event (one reading per event, shared by \
+         its cases): {}.\n",
+        parts.join(", ")
+    )
 }
 
 /// The heal column: the seconds of the heals that finished, and how many never did.
@@ -610,6 +640,7 @@ mod tests {
             stall_s: 2.0,
             failed_writes: 0,
             heal,
+            load: None,
         };
         let mut r = results();
         r.stalls = vec![stall(0, None), stall(1, None)];
@@ -627,6 +658,14 @@ mod tests {
         assert!(
             line.contains("| 3.00 (3.00–3.00) s; **1 of 2 stuck** (not healed in 120 s"),
             "{line}"
+        );
+        assert!(!md.contains("load average just before"), "{md}");
+        r.stalls[0].load = Some(0.4);
+        r.stalls[1].load = Some(1.25);
+        let md = render(&r);
+        assert!(
+            md.contains("just before each event (one reading per event, shared by its cases): node-cut 0.40–1.25."),
+            "{md}"
         );
     }
 }
