@@ -81,7 +81,9 @@ fn not_set_in_time(
             key: k.clone(),
             value: v.clone(),
             reason: format!(
-                "not set yet: the brick agent on {node} did not finish setting options within                  {}s (another gluster operation on the volume, or a node that dropped off the                  network, holds it); tried again at the next refresh",
+                "not set yet: the brick agent on {node} did not finish setting options within \
+                 {}s (another gluster operation on the volume, or a node that dropped off the \
+                 network, holds it); tried again at the next refresh",
                 SET_WAIT.as_secs()
             ),
         })
@@ -175,7 +177,7 @@ mod tests {
             ]
         );
         assert!(
-            pending[0].reason.contains("gk-node-1"),
+            pending[0].reason.contains("gk-node-1") && !pending[0].reason.contains("  "),
             "{}",
             pending[0].reason
         );
