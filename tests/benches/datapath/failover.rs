@@ -1,6 +1,8 @@
 //! Failover: a durable writer on each volume while one node's brick process is killed, or
 //! the node's link is cut (nothing closed, packets lost); the same event hits every volume
-//! at the same moment.
+//! at the same moment. `restart-cut` is a node cut that follows, each time, the restart of
+//! node 3's brick of another volume with quota on, as the operator restarts an offline brick
+//! (`volume start force`, which makes glusterd restart quotad on every node).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -25,10 +27,11 @@ struct Writer {
 }
 
 impl Writer {
-    fn start(key: &str, dir: &Path) -> Self {
+    /// Writes to `path`, which it creates, and deletes once stopped.
+    fn start(key: &str, path: &Path) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let ops = Arc::new(Mutex::new(Vec::new()));
-        let path = dir.join("failover.bin");
+        let path = path.to_path_buf();
         let (s, o) = (stop.clone(), ops.clone());
         let handle = std::thread::spawn(move || {
             let start = Instant::now();
@@ -44,7 +47,11 @@ impl Writer {
                 std::thread::sleep(Duration::from_millis(20));
             }
             drop(f);
-            let _ = std::fs::remove_file(&path);
+            // Printed rather than ignored: a delete that failed would leave a copy behind
+            // that has nothing to do with healing.
+            if let Err(e) = std::fs::remove_file(&path) {
+                println!("failover writer: deleting {} failed: {e}", path.display());
+            }
         });
         Self {
             key: key.into(),
@@ -69,10 +76,11 @@ impl Writer {
         resumed_at.is_some_and(|r| last >= r + Duration::from_secs(3))
     }
 
-    /// Failed operations and the longest gap between completions after `t0`.
+    /// Failed operations that ended after `t0` (one sent just before the event counts: it
+    /// is the event that failed it), and the longest gap between completions after `t0`.
     fn errors_and_gap(&self, t0: Instant) -> (usize, f64) {
         let ops = self.ops.lock().unwrap();
-        let errors = ops.iter().filter(|(s, _, ok)| *s >= t0 && !ok).count();
+        let errors = ops.iter().filter(|(_, e, ok)| *e >= t0 && !ok).count();
         let mut last = t0;
         let mut gap = 0f64;
         for (_, e, _) in ops.iter().filter(|(_, e, _)| *e >= t0) {
@@ -154,7 +162,26 @@ async fn restart_victim_brick(net: &GlusterNet, volume: &str, host: &str) {
     let _ = net.gluster(0).heal_start(volume).await;
 }
 
-/// Runs `event` (`brick-kill` or `node-cut`) `reps` times on node 3 with a writer on every
+/// A replica-3 volume with quota on that none of the writers use: the one whose brick
+/// `restart-cut` restarts.
+const BYSTANDER: &str = "bench-bystander";
+
+async fn make_bystander(net: &GlusterNet) {
+    let g = net.gluster(0);
+    let layout = crate::cases::Kind::Replicate3.layout();
+    g.volume_create(BYSTANDER, layout, &net.bricks(BYSTANDER), false)
+        .await
+        .expect("create the bystander volume");
+    g.volume_start(BYSTANDER)
+        .await
+        .expect("start the bystander volume");
+    g.quota_enable(BYSTANDER)
+        .await
+        .expect("enable quota on the bystander volume");
+    wait_bricks_online(net, BYSTANDER).await;
+}
+
+/// Runs `event` (`brick-kill`, `node-cut` or `restart-cut`) `reps` times on node 3 with a writer on every
 /// gluster target, healing in between.
 pub async fn failover(
     net: &GlusterNet,
@@ -168,11 +195,27 @@ pub async fn failover(
     let mut volumes: Vec<&str> = targets.iter().map(|t| t.volume.as_str()).collect();
     volumes.sort();
     volumes.dedup();
+    let cut = event != "brick-kill";
+    if event == "restart-cut" {
+        make_bystander(net).await;
+    }
     let mut out = Vec::new();
     for rep in 0..reps {
+        if event == "restart-cut" {
+            restart_victim_brick(net, BYSTANDER, &victim.address).await;
+            let healed = wait_healed(net, BYSTANDER, Duration::from_secs(60)).await;
+            assert!(
+                healed.is_some(),
+                "{BYSTANDER} did not heal after its brick restarted"
+            );
+        }
+        // A fresh name each time: the writer deletes its file while the event is on, and a
+        // copy of a deleted file left on the returning brick must not be taken up again by the
+        // next repetition's writer (that is measured below, not hidden).
+        let file = format!("failover-{event}-{rep}.bin");
         let writers: Vec<Writer> = targets
             .iter()
-            .map(|t| Writer::start(&t.key, &t.dir))
+            .map(|t| Writer::start(&t.key, &t.dir.join(&file)))
             .collect();
         tokio::time::sleep(Duration::from_secs(2)).await;
         // The victim: node 3's brick of every volume, or node 3 as a whole.
@@ -195,7 +238,7 @@ pub async fn failover(
         }
         // A killed brick closes its connections, so clients carry on at once; a vanished
         // node stalls them until the ping timer expires.
-        let deadline = t0 + Duration::from_secs(if event == "brick-kill" { 8 } else { 120 });
+        let deadline = t0 + Duration::from_secs(if cut { 120 } else { 8 });
         while Instant::now() < deadline && !writers.iter().all(|w| w.resumed(t0)) {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -221,6 +264,7 @@ pub async fn failover(
                 failed_writes: errors,
                 heal: None,
                 load: Some(load),
+                deleted_file_left: false,
             });
         }
         for w in writers {
@@ -271,12 +315,46 @@ pub async fn failover(
             let limit_s = HEAL_LIMIT.as_secs_f64();
             heals.insert(v.to_string(), Heal::Stuck { limit_s });
         }
+        // The writers deleted their files while the event was on: once healed, no brick may
+        // still hold one.
+        let mut left = std::collections::BTreeMap::new();
+        for v in &volumes {
+            let copies = copies_on_bricks(net, v, &file);
+            for c in &copies {
+                println!("failover {event} rep {rep}: {v} healed, yet a deleted file is still on a brick: {}", c.display());
+            }
+            left.insert(*v, !copies.is_empty());
+        }
         for (mut s, t) in rep_out.into_iter().zip(targets) {
             s.heal = heals.get(t.volume.as_str()).copied();
+            s.deleted_file_left = left.get(t.volume.as_str()).copied().unwrap_or(false);
             out.push(s);
         }
     }
     out
+}
+
+/// Every copy of a file named `name` on `volume`'s bricks (on any node, in any directory, not
+/// counting gluster's own `.glusterfs` store).
+fn copies_on_bricks(net: &GlusterNet, volume: &str, name: &str) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &Path, name: &str, found: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if e.file_name() == name {
+                found.push(path);
+            } else if e.file_name() != ".glusterfs" && e.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&path, name, found);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for n in net.nodes() {
+        walk(&n.brick_root().join(volume), name, &mut found);
+    }
+    found
 }
 
 /// Prints the lines of a gluster log stamped from 1 s before `at` to `span` after it (gluster

@@ -110,7 +110,8 @@ struct Args {
     rows: Option<Vec<String>>,
     variants: Vec<Variant>,
     cpu_profile: bool,
-    /// Which failover events to run (both unless `--events` says otherwise).
+    /// Which failover events to run (`brick-kill` and `node-cut` unless `--events` says
+    /// otherwise; `restart-cut` only when asked for).
     events: Vec<String>,
     command: String,
 }
@@ -170,8 +171,8 @@ fn args() -> Args {
     }
     for e in &a.events {
         assert!(
-            ["brick-kill", "node-cut"].contains(&e.as_str()),
-            "--events: {e:?} is not brick-kill or node-cut"
+            ["brick-kill", "node-cut", "restart-cut"].contains(&e.as_str()),
+            "--events: {e:?} is not brick-kill, node-cut or restart-cut"
         );
     }
     for r in a.rows.iter().flatten() {
@@ -535,7 +536,7 @@ async fn main() {
         disconnects,
         brick_kills: args.failover_reps
             * usize::from(args.events.iter().any(|e| e == "brick-kill")),
-        node_cuts: args.failover_reps * usize::from(args.events.iter().any(|e| e == "node-cut")),
+        node_cuts: args.failover_reps * args.events.iter().filter(|e| e.ends_with("-cut")).count(),
         total_seconds: started.elapsed().as_secs_f64(),
         cpu: profiles,
     };

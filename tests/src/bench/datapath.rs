@@ -103,6 +103,10 @@ pub struct Stall {
     /// recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<f64>,
+    /// Whether the file the writer deleted while the event was on was still on a brick once
+    /// the volume reported itself healed (absent, false, from runs made before it was checked).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted_file_left: bool,
 }
 
 /// How a volume healed after a failover event was undone.
@@ -377,7 +381,7 @@ fn failover_table(res: &Results) -> String {
         let is_product = res
             .case(case)
             .is_some_and(|c| !matches!(c.case.as_str(), "b" | "bt" | "x"));
-        let target = if event == "node-cut" && is_product {
+        let target = if event.ends_with("-cut") && is_product {
             let (_, hi) = range(&stalls);
             if hi <= 5.0 {
                 "≤ 5 s: met".to_string()
@@ -461,6 +465,13 @@ fn heal_cell(stalls: &[&Stall]) -> String {
         parts.push(format!(
             "**{} of {} stuck** (not healed in {limit:.0} s; healed once the brick was restarted)",
             stuck.len(),
+            stalls.len()
+        ));
+    }
+    let left = stalls.iter().filter(|s| s.deleted_file_left).count();
+    if left > 0 {
+        parts.push(format!(
+            "**{left} of {} left the deleted file on a brick**",
             stalls.len()
         ));
     }
@@ -641,6 +652,7 @@ mod tests {
             failed_writes: 0,
             heal,
             load: None,
+            deleted_file_left: false,
         };
         let mut r = results();
         r.stalls = vec![stall(0, None), stall(1, None)];
@@ -659,6 +671,14 @@ mod tests {
             line.contains("| 3.00 (3.00–3.00) s; **1 of 2 stuck** (not healed in 120 s"),
             "{line}"
         );
+        assert!(!md.contains("left the deleted file"), "{md}");
+        r.stalls[1].deleted_file_left = true;
+        let md = render(&r);
+        assert!(
+            md.contains("not healed in 120 s; healed once the brick was restarted); **1 of 2 left the deleted file on a brick** |"),
+            "{md}"
+        );
+        r.stalls[1].deleted_file_left = false;
         assert!(!md.contains("load average just before"), "{md}");
         r.stalls[0].load = Some(0.4);
         r.stalls[1].load = Some(1.25);
