@@ -25,7 +25,7 @@ use kube::ResourceExt;
 use serde_json::json;
 
 mod support;
-use support::wait_until;
+use support::{wait_for, wait_until};
 
 type Files = Vec<(PathBuf, Vec<u8>)>;
 
@@ -41,36 +41,61 @@ fn condition(
 
 /// Ready, not Degraded, not Progressing, heal pending 0.
 async fn volume_settled(api: &Api<GlusterVolume>, name: &str, secs: u64) -> GlusterVolume {
-    wait_until(&format!("GlusterVolume {name} settled"), secs, async || {
-        let v = api.get(name).await.ok()?;
-        let s = v.status.as_ref()?;
-        let ok = condition(&s.conditions, "Ready")?.0 == "True"
-            && condition(&s.conditions, "Degraded")?.0 == "False"
-            && condition(&s.conditions, "Progressing")?.0 == "False"
+    wait_for(&format!("GlusterVolume {name} settled"), secs, async || {
+        let v = api.get(name).await.map_err(|e| e.to_string())?;
+        let s = v.status.as_ref().ok_or("no status")?;
+        let is = |kind, want| condition(&s.conditions, kind).is_some_and(|c| c.0 == want);
+        let ok = is("Ready", "True")
+            && is("Degraded", "False")
+            && is("Progressing", "False")
             && s.heal_pending == Some(0);
-        ok.then_some(v)
+        if ok {
+            return Ok(v.clone());
+        }
+        Err(format!(
+            "heal pending {:?}, conditions {:?}",
+            s.heal_pending, s.conditions
+        ))
     })
     .await
 }
 
-/// The status once an expansion of `name` completed with its bricks at `summary` (a failed
-/// one fails the test).
-async fn expanded_to(
+/// The status once a resize (`op`) of `name` completed with its bricks at `summary` (a
+/// failed or refused one fails the test). A timeout names the last resize status and
+/// conditions.
+async fn resized_to(
     api: &Api<GlusterVolume>,
     name: &str,
+    op: ResizeOperation,
     summary: &str,
 ) -> gk_api::crd::GlusterVolumeStatus {
-    wait_until(
-        &format!("{name} expanded and rebalanced"),
+    wait_for(
+        &format!("{name}: {op:?} completed with bricks {summary}"),
         240,
         async || {
-            let s = api.get(name).await.ok()?.status?;
-            let r = s.resize.clone()?;
-            assert_ne!(r.phase, MigrationPhase::Failed, "{r:?}");
-            (r.operation == ResizeOperation::Expand
+            let s = api
+                .get(name)
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .ok_or("no status")?;
+            let seen = || {
+                format!(
+                    "resize {:?}, bricks {:?}, conditions {:?}",
+                    s.resize, s.bricks_summary, s.conditions
+                )
+            };
+            let r = s.resize.clone().ok_or_else(seen)?;
+            assert!(
+                !matches!(r.phase, MigrationPhase::Failed | MigrationPhase::Refused),
+                "{}",
+                seen()
+            );
+            (r.operation == op
                 && r.phase == MigrationPhase::Completed
                 && s.bricks_summary.as_deref() == Some(summary))
-            .then_some(s)
+            .then_some(s.clone())
+            .ok_or_else(seen)
         },
     )
     .await
@@ -421,7 +446,7 @@ async fn day_two_operations_on_real_gluster() {
         )
         .await
         .unwrap();
-    let grown = expanded_to(&volumes, "seed", "6/6").await;
+    let grown = resized_to(&volumes, "seed", ResizeOperation::Expand, "6/6").await;
     assert_eq!(grown.resize.unwrap().failures, 0);
     let info = g().volume_info(seed).await.unwrap().unwrap();
     assert_eq!(
@@ -495,7 +520,7 @@ async fn day_two_operations_on_real_gluster() {
         )
         .await
         .unwrap();
-    let expanded = expanded_to(&volumes, "data", "6/6").await;
+    let expanded = resized_to(&volumes, "data", ResizeOperation::Expand, "6/6").await;
     let r = expanded.resize.clone().unwrap();
     eprintln!("day2: expanded after {:?}: {r:?}", started.elapsed());
     assert_eq!(r.failures, 0, "{r:?}");
@@ -557,16 +582,7 @@ async fn day_two_operations_on_real_gluster() {
         )
         .await
         .unwrap();
-    let shrunk = wait_until("shrink committed", 240, async || {
-        let s = volumes.get("data").await.ok()?.status?;
-        let r = s.resize.clone()?;
-        assert_ne!(r.phase, MigrationPhase::Failed, "{r:?}");
-        (r.operation == ResizeOperation::Shrink
-            && r.phase == MigrationPhase::Completed
-            && s.bricks_summary.as_deref() == Some("3/3"))
-        .then_some(s)
-    })
-    .await;
+    let shrunk = resized_to(&volumes, "data", ResizeOperation::Shrink, "3/3").await;
     let r = shrunk.resize.clone().unwrap();
     eprintln!("day2: shrunk after {:?}: {r:?}", started.elapsed());
     assert!(

@@ -56,9 +56,12 @@ impl From<AgentError> for Status {
             AgentError::Gluster(g) => match g {
                 GlusterError::Invalid { .. } => Code::InvalidArgument,
                 GlusterError::Timeout { .. } | GlusterError::Spawn { .. } => Code::Unavailable,
+                // Not a refusal: glusterd could not be reached, or another transaction held
+                // the volume's lock past the CLI's retries. The same call may pass shortly.
                 GlusterError::Command { message, .. }
                     if message.contains("Connection failed")
-                        || message.contains("not connected") =>
+                        || message.contains("not connected")
+                        || gk_gluster::is_busy(message) =>
                 {
                     Code::Unavailable
                 }
@@ -70,5 +73,36 @@ impl From<AgentError> for Status {
             AgentError::Io { .. } => Code::Internal,
         };
         Status::new(code, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(message: &str) -> AgentError {
+        AgentError::Gluster(GlusterError::Command {
+            command: "volume add-brick v".into(),
+            ret: -1,
+            errno: 0,
+            message: message.into(),
+        })
+    }
+
+    #[test]
+    fn a_busy_glusterd_is_unavailable_and_a_refusal_a_failed_precondition() {
+        let code = |m: &str| Status::from(refusal(m)).code();
+        assert_eq!(
+            code("Another transaction is in progress for v. Please try again after some time."),
+            Code::Unavailable
+        );
+        assert_eq!(
+            code("Locking failed on 10.0.0.2. Please check log file for details."),
+            Code::Unavailable
+        );
+        assert_eq!(
+            code("Brick: 10.0.0.2:/b/1 not available. Brick may be containing or be contained by an existing brick."),
+            Code::FailedPrecondition
+        );
     }
 }

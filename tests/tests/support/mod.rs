@@ -169,14 +169,28 @@ where
 /// Polls `probe` until it returns a value; fails the test after `secs`. A probe that hangs
 /// (an API call, a FUSE lookup) counts as a miss rather than blocking for ever.
 pub async fn wait_until<T>(what: &str, secs: u64, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    wait_for(what, secs, async || probe().await.ok_or_else(String::new)).await
+}
+
+/// [`wait_until`] for a probe that says why it is not there yet: the failure names the
+/// last such answer, so a timeout in CI shows the state it was stuck in.
+#[allow(dead_code)] // each test binary compiles this module; not every one uses this
+pub async fn wait_for<T>(
+    what: &str,
+    secs: u64,
+    mut probe: impl AsyncFnMut() -> Result<T, String>,
+) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
-        if let Ok(Some(v)) = tokio::time::timeout(Duration::from_secs(30), probe()).await {
-            return v;
-        }
+        let last = match tokio::time::timeout(Duration::from_secs(30), probe()).await {
+            Ok(Ok(v)) => return v,
+            Ok(Err(why)) => why,
+            Err(_) => "the last probe hung for 30 s".into(),
+        };
         assert!(
             Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
+            "timed out after {secs}s waiting for {what}{}{last}",
+            if last.is_empty() { "" } else { "; last seen: " }
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
