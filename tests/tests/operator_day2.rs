@@ -50,7 +50,7 @@ async fn volume_settled(api: &Api<GlusterVolume>, name: &str, secs: u64) -> Glus
             && is("Progressing", "False")
             && s.heal_pending == Some(0);
         if ok {
-            return Ok(v.clone());
+            return Ok(v);
         }
         Err(format!(
             "heal pending {:?}, conditions {:?}",
@@ -85,17 +85,19 @@ async fn resized_to(
                     s.resize, s.bricks_summary, s.conditions
                 )
             };
-            let r = s.resize.clone().ok_or_else(seen)?;
+            let r = s.resize.as_ref().ok_or_else(seen)?;
             assert!(
                 !matches!(r.phase, MigrationPhase::Failed | MigrationPhase::Refused),
                 "{}",
                 seen()
             );
-            (r.operation == op
+            let done = r.operation == op
                 && r.phase == MigrationPhase::Completed
-                && s.bricks_summary.as_deref() == Some(summary))
-            .then_some(s.clone())
-            .ok_or_else(seen)
+                && s.bricks_summary.as_deref() == Some(summary);
+            if done {
+                return Ok(s);
+            }
+            Err(seen())
         },
     )
     .await
