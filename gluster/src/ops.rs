@@ -325,6 +325,16 @@ impl<R: CommandRunner> Gluster<R> {
         parse_remove_brick_status(&self.xml(remove_brick_args(name, bricks, "status")?).await?)
     }
 
+    /// Ends a remove-brick task that is not committed: gluster forgets it, keeps `bricks` in
+    /// the volume (files already moved stay where they went) and a new start may follow.
+    pub async fn remove_brick_stop(
+        &self,
+        name: &str,
+        bricks: &[Brick],
+    ) -> Result<(), GlusterError> {
+        self.verdict(remove_brick_args(name, bricks, "stop")?).await
+    }
+
     /// Removes `bricks` from the volume once their data has moved. Gluster refuses while
     /// the migration runs ("use 'force' option as migration is in progress").
     pub async fn remove_brick_commit(

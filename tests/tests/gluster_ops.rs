@@ -554,6 +554,18 @@ async fn day_two_operations_on_real_glusterd() {
     .await;
     assert_eq!(done.aggregate.failures, 0, "{done:#?}");
     assert!(done.aggregate.files > 0, "{done:#?}");
+    // Stopped before the commit (how the operator runs a migration again that left files
+    // behind), gluster forgets the task and keeps the bricks; a new start runs to the end.
+    g.remove_brick_stop("r3", &r3b).await.unwrap();
+    let forgotten = g.remove_brick_status("r3", &r3b).await.unwrap_err();
+    assert!(forgotten.to_string().contains("not started"), "{forgotten}");
+    assert_eq!(g.volume_info("r3").await.unwrap().unwrap().bricks.len(), 6);
+    g.remove_brick_start("r3", &r3b).await.unwrap();
+    let again = migration_done("remove-brick again", async || {
+        g.remove_brick_status("r3", &r3b).await
+    })
+    .await;
+    assert_eq!(again.aggregate.failures, 0, "{again:#?}");
     g.remove_brick_commit("r3", &r3b).await.unwrap();
     let info = g.volume_info("r3").await.unwrap().unwrap();
     assert_eq!(

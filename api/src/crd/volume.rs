@@ -265,6 +265,14 @@ pub struct ResizeStatus {
     /// Gluster's status per node, or why the step is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Times the migration was run again because gluster left files unmoved; the counts
+    /// above are the latest run's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reruns: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Growing or shrinking a volume.

@@ -126,6 +126,7 @@ mod tests {
             "PeerProbe",
             "AddBrick",
             "RemoveBrickCommit",
+            "RemoveBrickStop",
             "ReplaceBrick",
             "BrickRelease",
             "RebalanceStart",

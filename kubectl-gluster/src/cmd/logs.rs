@@ -18,6 +18,8 @@ pub enum Which {
     Pod,
     Bricks,
     SelfHeal,
+    /// The rebalance process's, which also moves data off bricks being removed.
+    Rebalance,
 }
 
 impl Which {
@@ -27,6 +29,7 @@ impl Which {
             Which::Pod => None,
             Which::Bricks => Some(LogKind::Bricks),
             Which::SelfHeal => Some(LogKind::SelfHeal),
+            Which::Rebalance => Some(LogKind::Rebalance),
         }
     }
 }

@@ -29,8 +29,9 @@ pub fn migration(status: &str, failures: u64, skipped: u64, shrink: bool) -> Mig
             "gluster finished {what} with {failures} failed and {skipped} skipped files{}",
             if shrink {
                 "; those files are still only on the bricks being removed, so the commit \
-                 is refused: free space on the remaining bricks, then set the brick count \
-                 again (or back)"
+                 is refused. Gluster's rebalance log says why per file (lack of room on the \
+                 remaining bricks counts as a failure here): fix that, then set the brick \
+                 count again (or back)"
             } else {
                 "; the files stay readable where they are"
             }
@@ -44,9 +45,85 @@ pub fn migration(status: &str, failures: u64, skipped: u64, shrink: bool) -> Mig
     }
 }
 
+/// Runs of one migration in all: gluster counts a file it could not look up, lock or open
+/// at that moment as failed, and a later run moves what an earlier one left.
+pub const MIGRATION_RUNS: u32 = 3;
+
+/// Whether a migration gluster ended with `failures`, already run again `reruns` times, is
+/// run once more. A run with skipped files only is not: a skip means a lack of room or a
+/// hard link, which another run does not change.
+pub fn rerun(failures: u64, reruns: u32) -> bool {
+    failures > 0 && reruns + 1 < MIGRATION_RUNS
+}
+
+/// Why files failed to move, from the text of a `<volume>-rebalance.log`: the errors of the
+/// latest run of the process (after its last "Started running" line), gluster's message
+/// without time, level and source, the last `keep` distinct ones.
+pub fn migration_errors(log: &str, keep: usize) -> Vec<String> {
+    let latest = log
+        .lines()
+        .rev()
+        .take_while(|l| !l.contains("Started running"))
+        .collect::<Vec<_>>();
+    let mut out: Vec<String> = Vec::new();
+    for line in latest.into_iter().rev() {
+        let Some((_, rest)) = line.split_once("] E [") else {
+            continue;
+        };
+        // `[MSGID: n] [file:line:function] 0-xlator: message`, the MSGID part optional.
+        let mut rest = format!("[{rest}");
+        while let Some(after) = rest
+            .strip_prefix('[')
+            .and_then(|r| r.split_once("] "))
+            .map(|(_, after)| after.to_string())
+        {
+            rest = after;
+        }
+        let message = match rest.split_once(": ") {
+            Some((xlator, m)) if !xlator.contains(' ') => m,
+            _ => rest.as_str(),
+        };
+        let message = message.trim().to_string();
+        out.retain(|m| m != &message);
+        out.push(message);
+    }
+    let skip = out.len().saturating_sub(keep);
+    out.split_off(skip)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_files_are_moved_again_twice_at_most() {
+        assert!(rerun(4, 0));
+        assert!(rerun(1, 1));
+        assert!(!rerun(1, 2), "three runs in all");
+        assert!(!rerun(0, 0), "skips only: another run changes nothing");
+    }
+
+    #[test]
+    fn errors_of_the_latest_run_without_time_and_source() {
+        let log = "\
+[2026-12-05 12:40:01.1 +0000] I [MSGID: 100030] [glusterfsd.c:2767:main] 0-/usr/sbin/glusterfs: Started running version 10.3
+[2026-12-05 12:40:02.1 +0000] E [MSGID: 109023] [dht-rebalance.c:2700:gf_defrag_migrate_single_file] 0-v-dht: from an earlier run
+[2026-12-05 12:44:01.1 +0000] I [MSGID: 100030] [glusterfsd.c:2767:main] 0-/usr/sbin/glusterfs: Started running version 10.3
+[2026-12-05 12:44:02.1 +0000] E [MSGID: 109023] [dht-rebalance.c:2700:gf_defrag_migrate_single_file] 0-v-dht: Migrate file failed: /a lookup failed [Stale file handle]
+[2026-12-05 12:44:02.2 +0000] W [MSGID: 109023] [dht-rebalance.c:900:__dht_check_free_space] 0-v-dht: a warning
+[2026-12-05 12:44:03.1 +0000] E [dht-rebalance.c:2800:gf_defrag_migrate_single_file] 0-v-dht: migrate-data failed for /b [No space left on device]
+[2026-12-05 12:44:04.1 +0000] E [MSGID: 109023] [dht-rebalance.c:2700:gf_defrag_migrate_single_file] 0-v-dht: Migrate file failed: /a lookup failed [Stale file handle]
+";
+        assert_eq!(
+            migration_errors(log, 5),
+            [
+                "migrate-data failed for /b [No space left on device]",
+                "Migrate file failed: /a lookup failed [Stale file handle]",
+            ]
+        );
+        assert_eq!(migration_errors(log, 1).len(), 1);
+        assert!(migration_errors("no error here\n", 3).is_empty());
+    }
 
     #[test]
     fn migrations_succeed_only_when_every_file_moved() {

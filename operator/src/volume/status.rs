@@ -701,6 +701,7 @@ mod tests {
             failures: 0,
             skipped: 0,
             message: Some("h0: in progress".into()),
+            reruns: 0,
         };
         c.day2.resize = Some(resize(MigrationPhase::InProgress));
         let o = c.run();

@@ -50,6 +50,17 @@ pub(crate) fn log_files(dir: &Path, kind: LogKind) -> Vec<PathBuf> {
     if matches!(kind, LogKind::All | LogKind::SelfHeal) {
         out.push(top("glustershd.log"));
     }
+    if matches!(kind, LogKind::All | LogKind::Rebalance) {
+        let mut rebalance: Vec<PathBuf> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| PathBuf::from(e.file_name()))
+            .filter(|n| n.to_string_lossy().ends_with("-rebalance.log"))
+            .collect();
+        rebalance.sort();
+        out.extend(rebalance);
+    }
     if matches!(kind, LogKind::All | LogKind::Bricks) {
         let mut bricks: Vec<PathBuf> = std::fs::read_dir(dir.join("bricks"))
             .into_iter()
@@ -184,6 +195,8 @@ mod tests {
             "cli.log",
             "bricks/b-z.log",
             "bricks/b-a.log",
+            "v1-rebalance.log",
+            "v1-rebalance.log.1",
         ] {
             std::fs::write(d.path().join(f), "x\n").unwrap();
         }
@@ -198,7 +211,8 @@ mod tests {
         assert_eq!(names(LogKind::Bricks), ["bricks/b-a.log", "bricks/b-z.log"]);
         // The link to a file outside the directory is not read.
         assert!(names(LogKind::SelfHeal).is_empty());
-        assert_eq!(names(LogKind::All).len(), 3);
+        assert_eq!(names(LogKind::Rebalance), ["v1-rebalance.log"]);
+        assert_eq!(names(LogKind::All).len(), 4);
     }
 
     #[test]

@@ -1151,6 +1151,20 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
         self.volume_reply(&name).await
     }
 
+    async fn remove_brick_stop(&self, req: Request<RemoveBrickRequest>) -> Reply<VolumeResponse> {
+        let req = req.into_inner();
+        let name = self.volume_arg("name", &req.name)?;
+        let bricks = spec::bricks("bricks", &req.bricks)?;
+        log_rpc("RemoveBrickStop", &name);
+        let _guard = self.locks.lock(&name).await;
+        self.info(&name).await?;
+        self.gluster
+            .remove_brick_stop(&name, &bricks)
+            .await
+            .map_err(AgentError::from)?;
+        self.volume_reply(&name).await
+    }
+
     async fn replace_brick(&self, req: Request<ReplaceBrickRequest>) -> Reply<VolumeResponse> {
         let req = req.into_inner();
         let name = self.volume_arg("name", &req.name)?;

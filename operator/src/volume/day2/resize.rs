@@ -2,8 +2,8 @@
 //! start, status, and commit only once every file has moved.
 
 use gk_agent::proto::{
-    AddBrickRequest, RebalanceStatusResponse, RemoveBrickRequest, Volume as AgentVolume,
-    VolumeRequest,
+    AddBrickRequest, LogKind, LogTailRequest, RebalanceStatusResponse, RemoveBrickRequest,
+    Volume as AgentVolume, VolumeRequest,
 };
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{
@@ -84,6 +84,7 @@ fn pending(operation: ResizeOperation, bricks: &[Brick]) -> ResizeStatus {
         failures: 0,
         skipped: 0,
         message: None,
+        reruns: 0,
     }
 }
 
@@ -130,13 +131,12 @@ pub async fn run(
             }
         }
     };
-    let anchor = &mut agents[0];
     let name = vol.name.clone();
     match planned {
         Resize::Keep => {
             if in_flight(&out.resize, ResizeOperation::Expand) {
                 let r = out.resize.as_mut().expect("in flight");
-                rebalance(anchor, &name, r).await?;
+                rebalance(agents, &name, r).await?;
             }
         }
         Resize::Expand(bricks) => {
@@ -149,6 +149,7 @@ pub async fn run(
                 return Ok(());
             }
             let mut r = pending(ResizeOperation::Expand, &bricks);
+            let anchor = &mut agents[0];
             if let Err(why) = safety::check(anchor, vol).await {
                 r.message = Some(format!("waiting before adding bricks: {why}"));
                 out.resize = Some(r);
@@ -185,7 +186,7 @@ pub async fn run(
                 events::event(false, "BricksAdded", "Reconcile", &note),
             )
             .await;
-            rebalance(anchor, &name, &mut r).await?;
+            rebalance(agents, &name, &mut r).await?;
             out.resize = Some(r);
         }
         Resize::Shrink(bricks) => {
@@ -202,17 +203,36 @@ pub async fn run(
                 .clone()
                 .filter(|_| in_flight(&out.resize, ResizeOperation::Shrink))
                 .unwrap_or_else(|| pending(ResizeOperation::Shrink, &bricks));
-            shrink(ctx, gv, anchor, vol, &mut r, &mut out.retired).await?;
+            shrink(ctx, gv, agents, vol, &mut r, &mut out.retired).await?;
             out.resize = Some(r);
         }
     }
     Ok(())
 }
 
-async fn rebalance(anchor: &mut NodeAgent, name: &str, r: &mut ResizeStatus) -> Result<(), Error> {
+/// Starts the rebalance an expansion owes, or reads how it goes; one that left files
+/// unmoved runs again (see [`plan::rerun`]).
+async fn rebalance(
+    agents: &mut [NodeAgent],
+    name: &str,
+    r: &mut ResizeStatus,
+) -> Result<(), Error> {
     let req = || VolumeRequest { name: name.into() };
+    let anchor = &mut agents[0];
     let mut st = not_started(anchor.client.rebalance_status(req()).await, &anchor.node)?;
-    if progress(r, &st, &anchor.address) == Migration::Start {
+    let mut verdict = progress(r, &st, &anchor.address);
+    if let Migration::Failed(_) = &verdict {
+        let why = failed_files(agents, name, &st).await;
+        if plan::rerun(r.failures as u64, r.reruns) {
+            r.reruns += 1;
+            tracing::warn!(volume = %name, failures = r.failures, why, "rebalance left files unmoved; running it again");
+            verdict = Migration::Start;
+        } else {
+            append(r, &why);
+        }
+    }
+    let anchor = &mut agents[0];
+    if verdict == Migration::Start {
         tracing::info!(volume = %name, "starting rebalance");
         st = anchor
             .client
@@ -220,14 +240,74 @@ async fn rebalance(anchor: &mut NodeAgent, name: &str, r: &mut ResizeStatus) -> 
             .await
             .map_err(|s| Error::agent(&anchor.node, s))?
             .into_inner();
+        verdict = match progress(r, &st, &anchor.address) {
+            // The run just started can still show the last one's end.
+            Migration::Failed(_) | Migration::Done => Migration::Running,
+            v => v,
+        };
     }
-    r.phase = match progress(r, &st, &anchor.address) {
+    r.phase = match verdict {
         Migration::Start => MigrationPhase::Pending,
         Migration::Running => MigrationPhase::InProgress,
         Migration::Done => MigrationPhase::Completed,
         Migration::Failed(_) => MigrationPhase::Failed,
     };
     Ok(())
+}
+
+/// What gluster's rebalance logs say about the files that failed to move, for each node
+/// that counted failures: ` Gluster's log on NODE: ...`, or nothing when no log answers.
+async fn failed_files(
+    agents: &mut [NodeAgent],
+    name: &str,
+    st: &RebalanceStatusResponse,
+) -> String {
+    let local = agents[0].address.clone();
+    let mut out = String::new();
+    for n in st.nodes.iter().filter(|n| n.failures > 0) {
+        let host = if n.host == "localhost" {
+            &local
+        } else {
+            &n.host
+        };
+        let Some(agent) = agents.iter_mut().find(|a| &a.address == host) else {
+            continue;
+        };
+        let logs = match agent
+            .client
+            .log_tail(LogTailRequest {
+                kind: LogKind::Rebalance as i32,
+                max_bytes: 256 << 10,
+            })
+            .await
+        {
+            Ok(l) => l.into_inner(),
+            Err(s) => {
+                tracing::warn!(node = %agent.node, error = %s, "could not read the rebalance log");
+                continue;
+            }
+        };
+        let file = format!("{name}-rebalance.log");
+        let errors: Vec<String> = logs
+            .files
+            .iter()
+            .filter(|f| f.path == file)
+            .flat_map(|f| plan::migration_errors(&f.text, 3))
+            .collect();
+        if !errors.is_empty() {
+            out.push_str(&format!(
+                " Gluster's log on {host} ({file}): {}.",
+                errors.join(" | ")
+            ));
+        }
+    }
+    out
+}
+
+fn append(r: &mut ResizeStatus, why: &str) {
+    if let Some(m) = r.message.as_mut() {
+        m.push_str(why);
+    }
 }
 
 /// Whether the data on the bricks being removed fits in the free space of the rest; Err
@@ -272,7 +352,7 @@ fn fits(
 async fn shrink(
     ctx: &Context,
     gv: &GlusterVolume,
-    anchor: &mut NodeAgent,
+    agents: &mut [NodeAgent],
     vol: &AgentVolume,
     r: &mut ResizeStatus,
     retired: &mut Vec<String>,
@@ -286,6 +366,7 @@ async fn shrink(
         name: name.clone(),
         bricks: r.bricks.clone(),
     };
+    let anchor = &mut agents[0];
     let st = not_started(
         anchor.client.remove_brick_status(req.clone()).await,
         &anchor.node,
@@ -324,9 +405,44 @@ async fn shrink(
             }
         }
         Migration::Running => r.phase = MigrationPhase::InProgress,
-        Migration::Failed(_) => r.phase = MigrationPhase::Failed,
+        Migration::Failed(_) => {
+            let why = failed_files(agents, &name, &st).await;
+            if !plan::rerun(r.failures as u64, r.reruns) {
+                r.phase = MigrationPhase::Failed;
+                append(r, &why);
+                return Ok(());
+            }
+            // Gluster starts a remove-brick again only once the last one is stopped; the
+            // files it moved stay where they went, and the next reconcile starts it anew.
+            let anchor = &mut agents[0];
+            anchor
+                .client
+                .remove_brick_stop(req)
+                .await
+                .map_err(|s| Error::agent(&anchor.node, s))?;
+            r.reruns += 1;
+            r.phase = MigrationPhase::Pending;
+            let note = format!(
+                "run {} of {} left {} files on {}, not committed;{why} Stopped it to start it \
+                 again",
+                r.reruns,
+                plan::MIGRATION_RUNS,
+                r.failures,
+                r.bricks.join(" ")
+            );
+            tracing::warn!(volume = %name, "{note}");
+            events::publish(
+                ctx,
+                gv,
+                events::event(true, "MigrationRerun", "Reconcile", &note),
+            )
+            .await;
+            r.message = Some(note);
+            save(ctx, gv, r, retired).await?;
+        }
         Migration::Done => {
             tracing::info!(volume = %name, bricks = ?r.bricks, "committing remove-brick");
+            let anchor = &mut agents[0];
             anchor
                 .client
                 .remove_brick_commit(req)

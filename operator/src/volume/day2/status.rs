@@ -60,6 +60,7 @@ pub(crate) mod tests {
             failures: 1,
             skipped: 0,
             message: Some("10.0.0.1: failed".into()),
+            reruns: 0,
         }
     }
 
