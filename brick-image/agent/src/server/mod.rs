@@ -770,9 +770,6 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
 
     async fn heal_count(&self, req: Request<VolumeRequest>) -> Reply<HealInfoResponse> {
         let name = self.volume_arg("name", &req.into_inner().name)?;
-        // The count is a glusterd transaction on the volume: glusterd would refuse this
-        // agent's own changes to it meanwhile instead of queueing them.
-        let _guard = self.locks.lock(&name).await;
         let bricks: Vec<gk_gluster::Brick> = self
             .info(&name)
             .await?
@@ -780,15 +777,21 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
             .into_iter()
             .map(|b| b.brick)
             .collect();
-        let asked = tokio::time::timeout(HEAL_COUNT_WAIT, self.gluster.heal_count(&name))
-            .await
-            // The summary would wait on the same unreachable node: none is run.
-            .map_err(|_| {
-                AgentError::from(GlusterError::Timeout {
-                    command: format!("volume heal {name} statistics heal-count"),
-                    timeout: HEAL_COUNT_WAIT,
-                })
-            })?;
+        // The count is a glusterd transaction on the volume: glusterd would refuse this
+        // agent's own changes to it meanwhile instead of queueing them. The summary below
+        // is a client of the bricks (glfsheal), not a transaction, and may take minutes: it
+        // runs without the lock, so an add-brick or an option change does not wait for it.
+        let asked = {
+            let _guard = self.locks.lock(&name).await;
+            tokio::time::timeout(HEAL_COUNT_WAIT, self.gluster.heal_count(&name)).await
+        }
+        // The summary would wait on the same unreachable node: none is run.
+        .map_err(|_| {
+            AgentError::from(GlusterError::Timeout {
+                command: format!("volume heal {name} statistics heal-count"),
+                timeout: HEAL_COUNT_WAIT,
+            })
+        })?;
         match asked {
             Ok(counts) if gk_gluster::nothing_to_heal(&counts, &bricks) => {
                 return Ok(Response::new(convert::nothing_to_heal(&bricks)));
