@@ -575,7 +575,29 @@ async fn day_two_operations_on_real_gluster() {
         6
     );
 
-    // --- Shrink 6 -> 3: remove-brick migrates the new set's files back, then commits.
+    // --- A shrink whose files cannot move: with `cluster.min-free-disk 99%` gluster finds
+    // no brick with room and counts every file it should move off the leaving set as failed
+    // (ENOSPC). The operator runs the migration three times, then reports it, quoting
+    // gluster's rebalance log, and commits nothing.
+    let generation = volumes
+        .patch(
+            "data",
+            &PatchParams::default(),
+            &patch(json!({"spec": {"options": {"cluster.min-free-disk": "99%"}}})),
+        )
+        .await
+        .unwrap()
+        .metadata
+        .generation;
+    wait_until("min-free-disk 99% set in gluster", 60, async || {
+        let s = volumes.get("data").await.ok()?.status?;
+        let set = g()
+            .volume_get(&gname, "cluster.min-free-disk")
+            .await
+            .ok()??;
+        (s.observed_generation >= generation && set.starts_with("99")).then_some(())
+    })
+    .await;
     volumes
         .patch(
             "data",
@@ -584,6 +606,64 @@ async fn day_two_operations_on_real_gluster() {
         )
         .await
         .unwrap();
+    let stuck = wait_for(
+        "data: the shrink failed after its reruns",
+        240,
+        async || {
+            let s = volumes
+                .get("data")
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .ok_or("no status")?;
+            match &s.resize {
+                Some(r)
+                    if r.operation == ResizeOperation::Shrink
+                        && r.phase == MigrationPhase::Failed =>
+                {
+                    Ok(r.clone())
+                }
+                r => Err(format!("resize {r:?}")),
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "day2: shrink refused after {:?}: {stuck:?}",
+        started.elapsed()
+    );
+    assert_eq!(stuck.reruns, 2, "{stuck:?}");
+    assert!(stuck.failures > 0, "{stuck:?}");
+    let why = stuck.message.clone().unwrap_or_default();
+    assert!(
+        why.contains("the commit is refused")
+            && why.contains("rebalance.log")
+            && why.contains("No space left on device"),
+        "{why}"
+    );
+    assert_eq!(
+        g().volume_info(&gname).await.unwrap().unwrap().bricks.len(),
+        6,
+        "a failed shrink committed"
+    );
+    assert_files(&net, &source, &root, &files).await;
+    // Room again (gluster's default): the changed spec starts the shrink anew.
+    volumes
+        .patch(
+            "data",
+            &PatchParams::default(),
+            &patch(json!({"spec": {"options": {"cluster.min-free-disk": "10%"}}})),
+        )
+        .await
+        .unwrap();
+    wait_until("the shrink started anew", 60, async || {
+        let r = volumes.get("data").await.ok()?.status?.resize?;
+        (r.phase != MigrationPhase::Failed).then_some(())
+    })
+    .await;
+
+    // --- Shrink 6 -> 3 (the count set above): remove-brick migrates the new set's files
+    // back, then commits.
     let shrunk = resized_to(&volumes, "data", ResizeOperation::Shrink, "3/3").await;
     let r = shrunk.resize.clone().unwrap();
     eprintln!("day2: shrunk after {:?}: {r:?}", started.elapsed());

@@ -305,7 +305,8 @@ async fn failed_files(
 }
 
 fn append(r: &mut ResizeStatus, why: &str) {
-    if let Some(m) = r.message.as_mut() {
+    if let Some(m) = r.message.as_mut().filter(|_| !why.is_empty()) {
+        m.push('.');
         m.push_str(why);
     }
 }
