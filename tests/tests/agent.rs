@@ -216,6 +216,7 @@ async fn read_only_calls_for_people(c: &mut Client) {
     let tail = |kind: LogKind, max_bytes: u32| LogTailRequest {
         kind: kind as i32,
         max_bytes,
+        volume: String::new(),
     };
     let r = c
         .log_tail(tail(LogKind::Glusterd, 4096))
@@ -263,8 +264,23 @@ async fn read_only_calls_for_people(c: &mut Client) {
             LogTailRequest {
                 kind: 99,
                 max_bytes: 0,
+                volume: String::new(),
             },
             "kind",
+        ),
+        (
+            LogTailRequest {
+                volume: "v".into(),
+                ..tail(LogKind::Bricks, 0)
+            },
+            "volume",
+        ),
+        (
+            LogTailRequest {
+                volume: "bad name".into(),
+                ..tail(LogKind::Rebalance, 0)
+            },
+            "volume",
         ),
     ] {
         let e = c.log_tail(bad).await.unwrap_err();

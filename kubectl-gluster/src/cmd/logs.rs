@@ -96,6 +96,7 @@ pub async fn run(
                     .log_tail(LogTailRequest {
                         kind: kind as i32,
                         max_bytes,
+                        volume: String::new(),
                     })
                     .await
                     .map_err(PluginError::agent(&a.node, "LogTail"))?

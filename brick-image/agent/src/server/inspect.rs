@@ -40,7 +40,8 @@ fn log_bytes(max_bytes: u32) -> Result<u64, AgentError> {
 
 /// The log files of `kind` under gluster's log directory, relative to it, sorted. Only
 /// regular files count: a link could point anywhere. Rotated copies (`.1`) are left out.
-pub(crate) fn log_files(dir: &Path, kind: LogKind) -> Vec<PathBuf> {
+/// `volume` narrows the rebalance logs to that volume's.
+pub(crate) fn log_files(dir: &Path, kind: LogKind, volume: Option<&str>) -> Vec<PathBuf> {
     let regular = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file());
     let mut out = Vec::new();
     let top = |name: &str| PathBuf::from(name);
@@ -56,7 +57,13 @@ pub(crate) fn log_files(dir: &Path, kind: LogKind) -> Vec<PathBuf> {
             .flatten()
             .flatten()
             .map(|e| PathBuf::from(e.file_name()))
-            .filter(|n| n.to_string_lossy().ends_with("-rebalance.log"))
+            .filter(|n| {
+                let n = n.to_string_lossy();
+                match volume {
+                    Some(v) => n == format!("{v}-rebalance.log"),
+                    None => n.ends_with("-rebalance.log"),
+                }
+            })
             .collect();
         rebalance.sort();
         out.extend(rebalance);
@@ -141,9 +148,20 @@ impl<R: CommandRunner + 'static> Agent<R> {
         let kind = LogKind::try_from(req.kind)
             .map_err(|_| AgentError::invalid("kind", format!("{} is no log kind", req.kind)))?;
         let max = log_bytes(req.max_bytes)?;
+        let volume = match req.volume.as_str() {
+            "" => None,
+            v if kind == LogKind::Rebalance => Some(self.volume_arg("volume", v)?),
+            _ => {
+                return Err(AgentError::invalid(
+                    "volume",
+                    "only with kind LOG_KIND_REBALANCE: the other logs are not per volume",
+                )
+                .into())
+            }
+        };
         let dir = self.config.gluster_log_dir.clone();
         let files = tokio::task::spawn_blocking(move || {
-            log_files(&dir, kind)
+            log_files(&dir, kind, volume.as_deref())
                 .into_iter()
                 .map(|rel| {
                     let (text, truncated) = tail(&dir.join(&rel), max).map_err(AgentError::io(
@@ -197,12 +215,13 @@ mod tests {
             "bricks/b-a.log",
             "v1-rebalance.log",
             "v1-rebalance.log.1",
+            "v2-rebalance.log",
         ] {
             std::fs::write(d.path().join(f), "x\n").unwrap();
         }
         std::os::unix::fs::symlink("/etc/passwd", d.path().join("glustershd.log")).unwrap();
         let names = |k| {
-            log_files(d.path(), k)
+            log_files(d.path(), k, None)
                 .into_iter()
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect::<Vec<_>>()
@@ -211,8 +230,15 @@ mod tests {
         assert_eq!(names(LogKind::Bricks), ["bricks/b-a.log", "bricks/b-z.log"]);
         // The link to a file outside the directory is not read.
         assert!(names(LogKind::SelfHeal).is_empty());
-        assert_eq!(names(LogKind::Rebalance), ["v1-rebalance.log"]);
-        assert_eq!(names(LogKind::All).len(), 4);
+        assert_eq!(
+            names(LogKind::Rebalance),
+            ["v1-rebalance.log", "v2-rebalance.log"]
+        );
+        assert_eq!(
+            log_files(d.path(), LogKind::Rebalance, Some("v2")),
+            [PathBuf::from("v2-rebalance.log")]
+        );
+        assert_eq!(names(LogKind::All).len(), 5);
     }
 
     #[test]

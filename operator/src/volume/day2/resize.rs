@@ -278,6 +278,7 @@ async fn failed_files(
             .log_tail(LogTailRequest {
                 kind: LogKind::Rebalance as i32,
                 max_bytes: 256 << 10,
+                volume: name.into(),
             })
             .await
         {
@@ -291,6 +292,7 @@ async fn failed_files(
         let errors: Vec<String> = logs
             .files
             .iter()
+            // An agent older than the `volume` field answers with every volume's log.
             .filter(|f| f.path == file)
             .flat_map(|f| plan::migration_errors(&f.text, 3))
             .collect();
