@@ -10,6 +10,7 @@ mod layout;
 mod logs;
 mod ops;
 mod options;
+mod profile;
 mod quota;
 mod rebalance;
 mod status;
@@ -24,6 +25,7 @@ pub use heal::{
 pub use layout::{validate_volume_name, Brick, VolumeLayout};
 pub use logs::{cap_logs_forever, rotate_logs, LogDir};
 pub use options::{parse_volume_get, validate_option_key, validate_option_value, OptionValue};
+pub use profile::{parse_profile_info, BrickProfile, FopStat};
 pub use quota::{parse_quota_list, validate_quota_path, QuotaEntry};
 pub use rebalance::{
     parse_rebalance_status, parse_remove_brick_status, RebalanceNode, RebalanceProgress,

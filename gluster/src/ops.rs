@@ -9,6 +9,7 @@ use crate::heal::{
 };
 use crate::layout::{add_brick_args, check_distinct, validate_host};
 use crate::options::{parse_volume_get, validate_option_key, validate_option_value};
+use crate::profile::{parse_profile_info, BrickProfile};
 use crate::quota::{parse_quota_list, validate_quota_bytes, validate_quota_path};
 use crate::rebalance::{parse_rebalance_status, parse_remove_brick_status};
 use crate::status::parse_volume_status;
@@ -195,6 +196,43 @@ impl<R: CommandRunner> Gluster<R> {
         let args = words(&["volume", "heal", name]);
         let out = self.run_raw(&args).await?;
         heal_start_verdict(&args.join(" "), &out)
+    }
+
+    /// Starts counting each brick's calls (`volume profile NAME start`); already counting
+    /// counts as success. Counting costs the bricks a little on every call.
+    pub async fn profile_start(&self, name: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        let result = self
+            .verdict(words(&["volume", "profile", name, "start"]))
+            .await;
+        already_done(
+            result,
+            &format!("Profile on Volume {name} is already started"),
+        )
+    }
+
+    /// Stops counting; not counting counts as success.
+    pub async fn profile_stop(&self, name: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        let result = self
+            .verdict(words(&["volume", "profile", name, "stop"]))
+            .await;
+        already_done(result, &format!("Profile on Volume {name} is not started"))
+    }
+
+    /// Sets every brick's counters back to zero (`volume profile NAME info clear`).
+    pub async fn profile_clear(&self, name: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        self.verdict(words(&["volume", "profile", name, "info", "clear"]))
+            .await
+    }
+
+    /// Every brick's calls since counting started or was cleared
+    /// (`volume profile NAME info cumulative`).
+    pub async fn profile_info(&self, name: &str) -> Result<Vec<BrickProfile>, GlusterError> {
+        validate_volume_name(name)?;
+        let args = words(&["volume", "profile", name, "info", "cumulative"]);
+        parse_profile_info(&args.join(" "), &self.xml(args.clone()).await?)
     }
 
     /// Turns quota accounting on. Quota already enabled counts as success.

@@ -369,7 +369,24 @@ async fn day_two_operations_on_real_glusterd() {
     let mounter = net.client_mounter();
     mounter.mount(&source, &target, &log, &[]).await.unwrap();
     assert!(mount::is_mounted(&target).unwrap());
+    // Gluster's own call counts (what the data-path bench's --fop-profile reads): every
+    // brick of a replica receives each file's create and its writes.
+    g.profile_start("r3").await.unwrap();
+    g.profile_start("r3").await.unwrap(); // already counting: success
+    g.profile_clear("r3").await.unwrap();
     let mut kept = write_files(&target.join("base"), "base", 30, 64 * 1024);
+    let counted = g.profile_info("r3").await.unwrap();
+    assert_eq!(counted.len(), 3, "{counted:?}");
+    for b in &counted {
+        let calls = |name: &str| b.fops.iter().find(|f| f.name == name).map(|f| f.calls);
+        assert_eq!(calls("CREATE"), Some(30), "{}: {:?}", b.brick, b.fops);
+        assert!(calls("WRITE").is_some_and(|n| n >= 30), "{}: {:?}", b.brick, b.fops);
+        assert!(b.fops.iter().all(|f| f.avg_latency_us > 0.0), "{:?}", b.fops);
+    }
+    g.profile_stop("r3").await.unwrap();
+    g.profile_stop("r3").await.unwrap(); // not counting: success
+    let e = g.profile_info("r3").await.unwrap_err().to_string();
+    assert!(e.contains("not started"), "{e}");
 
     // --- Quota: 10 MiB on /pv1; writing 20 MiB fails with EDQUOT.
     std::fs::create_dir(target.join("pv1")).unwrap();

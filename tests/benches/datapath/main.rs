@@ -3,7 +3,7 @@
 //!
 //!   cargo bench -p gk-testenv --bench datapath -- [REPS] [ROW_SECONDS] [FAILOVER_REPS]
 //!       [--types r3,arb,ec] [--cases raw,b,bt,pv,dv] [--rows ROW,ROW] [--variant SPEC]...
-//!       [--cpu-profile] [--events brick-kill,node-cut]
+//!       [--cpu-profile] [--fop-profile] [--events brick-kill,node-cut]
 //!
 //! Three real glusterd nodes in network namespaces (`GlusterNet`) with XFS bricks on loop
 //! files, management TLS on as the operator sets it up (a certificate per node, a
@@ -26,7 +26,9 @@
 //! records the 1-minute load average before each sample. With `--cpu-profile`, every dd and
 //! fio sample runs under `perf record` and the document gets a table of where the CPU went
 //! (`gk_testenv::bench::cpu`); perf takes CPU of its own, so such a run's figures are not
-//! the ones to compare with a plain run's. Refuses to start above load 1.0
+//! the ones to compare with a plain run's. With `--fop-profile`, gluster's `volume profile`
+//! counts each brick's calls during every small-file sample (`gk_testenv::bench::fops`);
+//! counting costs the bricks a little too. Refuses to start above load 1.0
 //! (`GK_BENCH_ANY_LOAD=1` overrides; the document says so). Writes datapath.json, .svg and
 //! the generated block of datapath.md in docs/benchmarks (`GK_BENCH_OUT` elsewhere).
 
@@ -44,9 +46,9 @@ use gk_api::crd::TuningProfile;
 use gk_operator::tls::access::CSI_CLIENT_IDENTITY;
 use gk_operator::tls::pki::{Ca, Usage};
 use gk_testenv::agents::AgentSet;
-use gk_testenv::bench::cpu;
 use gk_testenv::bench::datapath::{self as dp, Case, Results, Sample, Target as Goal};
 use gk_testenv::bench::{self, RunInfo};
+use gk_testenv::bench::{cpu, fops};
 use gk_testenv::gluster_net::{GlusterNet, TlsFiles};
 
 use cases::{Kind, Maker, Target, Variant};
@@ -110,6 +112,8 @@ struct Args {
     rows: Option<Vec<String>>,
     variants: Vec<Variant>,
     cpu_profile: bool,
+    /// Count each brick's calls during the small-file samples (gluster's `volume profile`).
+    fop_profile: bool,
     /// Which failover events to run (`brick-kill` and `node-cut` unless `--events` says
     /// otherwise; `restart-cut` only when asked for).
     events: Vec<String>,
@@ -127,6 +131,7 @@ fn args() -> Args {
         rows: None,
         variants: vec![],
         cpu_profile: false,
+        fop_profile: false,
         events: ["brick-kill", "node-cut"].map(String::from).to_vec(),
         command: format!(
             "cargo bench -p gk-testenv --bench datapath -- {}",
@@ -150,6 +155,7 @@ fn args() -> Args {
             "--cases" => a.cases = value().split(',').map(String::from).collect(),
             "--rows" => a.rows = Some(value().split(',').map(String::from).collect()),
             "--cpu-profile" => a.cpu_profile = true,
+            "--fop-profile" => a.fop_profile = true,
             "--events" => a.events = value().split(',').map(String::from).collect(),
             "--variant" => a
                 .variants
@@ -437,6 +443,16 @@ async fn main() {
         });
         rate
     };
+    let mut fop_samples: Vec<fops::Sample> = Vec::new();
+    if args.fop_profile {
+        for t in targets.iter().filter(|t| !t.volume.is_empty()) {
+            net.gluster(0)
+                .profile_start(&t.volume)
+                .await
+                .unwrap_or_else(|e| panic!("{}: profile start: {e}", t.volume));
+        }
+    }
+    let rt = tokio::runtime::Handle::current();
     let n = targets.len();
     for rep in 0..args.reps {
         let order: Vec<&Target> = (0..n).map(|j| &targets[(j + rep * 3) % n]).collect();
@@ -483,8 +499,25 @@ async fn main() {
             }
             if wanted("small-create") || wanted("small-stat") || wanted("small-delete") {
                 for t in &order {
+                    let counted = args.fop_profile && !t.volume.is_empty();
+                    if counted {
+                        rt.block_on(net.gluster(0).profile_clear(&t.volume))
+                            .unwrap_or_else(|e| panic!("{}: profile clear: {e}", t.volume));
+                    }
                     let load = bench::load_average()[0];
                     let (c, s, d) = workloads::small_files(&t.dir);
+                    if counted {
+                        let bricks = rt
+                            .block_on(net.gluster(0).profile_info(&t.volume))
+                            .unwrap_or_else(|e| panic!("{}: profile info: {e}", t.volume));
+                        fop_samples.push(fops::Sample::new(
+                            "small files",
+                            &t.key,
+                            rep,
+                            workloads::SMALL_FILES,
+                            &bricks,
+                        ));
+                    }
                     println!(
                         "rep {rep} small {}: create {c:.0}/s, stat {s:.0}/s, delete {d:.0}/s",
                         t.key
@@ -539,6 +572,7 @@ async fn main() {
         node_cuts: args.failover_reps * args.events.iter().filter(|e| e.ends_with("-cut")).count(),
         total_seconds: started.elapsed().as_secs_f64(),
         cpu: profiles,
+        fops: fop_samples,
     };
     let block = dp::render(&results);
     println!("{block}");

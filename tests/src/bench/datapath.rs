@@ -149,6 +149,9 @@ pub struct Results {
     /// CPU profiles of samples, when the run was asked for them (`--cpu-profile`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpu: Vec<super::cpu::Profile>,
+    /// Gluster's per-brick call counts of samples, when asked for (`--fop-profile`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fops: Vec<super::fops::Sample>,
 }
 
 impl Results {
@@ -334,6 +337,7 @@ pub fn render(res: &Results) -> String {
     }
     md.push_str(&failover_table(res));
     md.push_str(&super::cpu::render(&res.cpu, res.run.cores));
+    md.push_str(&super::fops::render(&res.fops));
     md
 }
 
@@ -613,6 +617,7 @@ mod tests {
             node_cuts: 0,
             total_seconds: 10.0,
             cpu: vec![],
+            fops: vec![],
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod cpu;
 pub mod datapath;
 pub mod footprint;
+pub mod fops;
 pub mod provisioning;
 
 use std::path::Path;
