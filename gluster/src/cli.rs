@@ -123,16 +123,24 @@ pub(crate) fn already_done(
     }
 }
 
+/// How glusterd's refusals begin when another transaction holds the lock it needs.
+const LOCK_REFUSALS: [&str; 2] = ["Another transaction is in progress", "Locking failed on "];
 /// How glusterd's refusals that mean "try again shortly" begin.
 const TRANSIENT_REFUSALS: [&str; 3] = [
-    "Another transaction is in progress",
-    "Locking failed on ",
+    LOCK_REFUSALS[0],
+    LOCK_REFUSALS[1],
     "Failed to start aux mount",
 ];
 /// Whether gluster's refusal `message` means "not now" (another transaction holds the
 /// volume's lock, say): the same command may pass shortly.
 pub fn is_busy(message: &str) -> bool {
     TRANSIENT_REFUSALS.iter().any(|m| message.starts_with(m))
+}
+
+/// Whether `text` (an error that may wrap gluster's refusal in words of its own) says
+/// another glusterd transaction held the lock the command needed.
+pub fn mentions_lock_contention(text: &str) -> bool {
+    LOCK_REFUSALS.iter().any(|m| text.contains(m))
 }
 
 /// Tries of a command glusterd refuses for now; the pauses between them add up to 7.75 s.

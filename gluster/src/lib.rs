@@ -16,7 +16,9 @@ mod rebalance;
 mod status;
 mod xml;
 
-pub use cli::{is_busy, CommandOutput, CommandRunner, Gluster, ProcessRunner};
+pub use cli::{
+    is_busy, mentions_lock_contention, CommandOutput, CommandRunner, Gluster, ProcessRunner,
+};
 pub use error::GlusterError;
 pub use heal::{
     nothing_to_heal, parse_heal_count, parse_heal_entries, parse_heal_info_summary, BrickHeal,

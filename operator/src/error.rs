@@ -9,8 +9,12 @@ pub enum Error {
     Spec(#[from] SpecError),
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    #[error("brick agent {node}: {status}")]
-    Agent { node: String, status: String },
+    #[error("brick agent {node}: {code:?}: {message}")]
+    Agent {
+        node: String,
+        code: tonic::Code,
+        message: String,
+    },
     #[error("agent PKI: {0}")]
     Pki(#[from] crate::tls::pki::PkiError),
     #[error("{0}")]
@@ -32,7 +36,8 @@ impl Error {
     pub fn agent(node: &str, status: tonic::Status) -> Self {
         Self::Agent {
             node: node.to_string(),
-            status: format!("{:?}: {}", status.code(), status.message()),
+            code: status.code(),
+            message: status.message().to_string(),
         }
     }
 

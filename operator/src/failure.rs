@@ -5,6 +5,7 @@
 
 use gk_api::agents::AgentsError;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use tonic::Code;
 
 use crate::conditions::Desired;
 use crate::Error;
@@ -95,15 +96,19 @@ pub fn classify(e: &Error) -> Option<Failure> {
                  and the operator issues a new one"
             ),
         ),
-        Error::Agent { node, status } => {
+        Error::Agent {
+            node,
+            code,
+            message,
+        } => {
+            let status = format!("{code:?}: {message}");
             // glusterd serialises management operations with a cluster-wide lock; another
-            // operation holding it passes by itself.
-            let busy = status.contains("Another transaction is in progress")
-                || status.contains("Locking failed")
-                || status.contains("locked");
-            let refused = ["InvalidArgument", "FailedPrecondition", "AlreadyExists"]
-                .iter()
-                .any(|c| status.starts_with(c));
+            // operation holding it passes by itself (the agent answers Unavailable).
+            let busy = *code == Code::Unavailable && gk_gluster::mentions_lock_contention(message);
+            let refused = matches!(
+                code,
+                Code::InvalidArgument | Code::FailedPrecondition | Code::AlreadyExists
+            );
             if busy {
                 failure(
                     "GlusterBusy",
@@ -194,10 +199,13 @@ mod tests {
     }
 
     fn agent(status: &str) -> Error {
-        Error::Agent {
-            node: "n1".into(),
-            status: status.into(),
-        }
+        let (code, message) = status.split_once(": ").unwrap();
+        let code = match code {
+            "Unavailable" => Code::Unavailable,
+            "FailedPrecondition" => Code::FailedPrecondition,
+            other => panic!("no test code {other}"),
+        };
+        Error::agent("n1", tonic::Status::new(code, message))
     }
 
     #[test]
