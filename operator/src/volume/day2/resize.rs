@@ -136,7 +136,7 @@ pub async fn run(
         Resize::Keep => {
             if in_flight(&out.resize, ResizeOperation::Expand) {
                 let r = out.resize.as_mut().expect("in flight");
-                rebalance(agents, &name, r).await?;
+                rebalance(ctx, gv, agents, &name, r).await?;
             }
         }
         Resize::Expand(bricks) => {
@@ -186,7 +186,7 @@ pub async fn run(
                 events::event(false, "BricksAdded", "Reconcile", &note),
             )
             .await;
-            rebalance(agents, &name, &mut r).await?;
+            rebalance(ctx, gv, agents, &name, &mut r).await?;
             out.resize = Some(r);
         }
         Resize::Shrink(bricks) => {
@@ -213,6 +213,8 @@ pub async fn run(
 /// Starts the rebalance an expansion owes, or reads how it goes; one that left files
 /// unmoved runs again (see [`plan::rerun`]).
 async fn rebalance(
+    ctx: &Context,
+    gv: &GlusterVolume,
     agents: &mut [NodeAgent],
     name: &str,
     r: &mut ResizeStatus,
@@ -225,7 +227,19 @@ async fn rebalance(
         let why = failed_files(agents, name, &st).await;
         if plan::rerun(r.failures as u64, r.reruns) {
             r.reruns += 1;
-            tracing::warn!(volume = %name, failures = r.failures, why, "rebalance left files unmoved; running it again");
+            let note = format!(
+                "rebalance run {} of {} left {} files unmoved;{why} Running it again",
+                r.reruns,
+                plan::MIGRATION_RUNS,
+                r.failures
+            );
+            tracing::warn!(volume = %name, "{note}");
+            events::publish(
+                ctx,
+                gv,
+                events::event(true, "MigrationRerun", "Reconcile", &note),
+            )
+            .await;
             verdict = Migration::Start;
         } else {
             append(r, &why);
