@@ -22,14 +22,15 @@ pub struct FopStat {
     /// Gluster's name of the call: `CREATE`, `UNLINK`, `XATTROP`, `INODELK`...
     pub name: String,
     pub calls: u64,
-    /// Mean time the brick took to answer one, in microseconds.
-    pub avg_latency_us: f64,
+    /// Mean time the brick took to answer one, in nanoseconds (io-stats measures with
+    /// `gf_tsdiff`; gluster's text output labels the same numbers "us").
+    pub avg_latency_ns: f64,
 }
 
 impl FopStat {
-    /// Microseconds the brick spent on all of them.
-    pub fn total_us(&self) -> f64 {
-        self.calls as f64 * self.avg_latency_us
+    /// Nanoseconds the brick spent on all of them.
+    pub fn total_ns(&self) -> f64 {
+        self.calls as f64 * self.avg_latency_ns
     }
 }
 
@@ -99,7 +100,7 @@ pub fn parse_profile_info(command: &str, xml: &str) -> Result<Vec<BrickProfile>,
                 .map(|f| {
                     Ok(FopStat {
                         calls: number(command, "hits", &f.hits)?,
-                        avg_latency_us: number(command, "avgLatency", &f.avg_latency)?,
+                        avg_latency_ns: number(command, "avgLatency", &f.avg_latency)?,
                         name: f.name,
                     })
                 })
@@ -137,7 +138,7 @@ mod tests {
         assert_eq!(p[0].fops.len(), 2);
         assert_eq!(p[0].fops[0].name, "CREATE");
         assert_eq!(p[0].fops[0].calls, 1000);
-        assert_eq!(p[0].fops[0].total_us(), 812_500.0);
+        assert_eq!(p[0].fops[0].total_ns(), 812_500.0);
         assert!(p[1].fops.is_empty());
     }
 

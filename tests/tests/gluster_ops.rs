@@ -380,8 +380,17 @@ async fn day_two_operations_on_real_glusterd() {
     for b in &counted {
         let calls = |name: &str| b.fops.iter().find(|f| f.name == name).map(|f| f.calls);
         assert_eq!(calls("CREATE"), Some(30), "{}: {:?}", b.brick, b.fops);
-        assert!(calls("WRITE").is_some_and(|n| n >= 30), "{}: {:?}", b.brick, b.fops);
-        assert!(b.fops.iter().all(|f| f.avg_latency_us > 0.0), "{:?}", b.fops);
+        assert!(
+            calls("WRITE").is_some_and(|n| n >= 30),
+            "{}: {:?}",
+            b.brick,
+            b.fops
+        );
+        assert!(
+            b.fops.iter().all(|f| f.avg_latency_ns > 0.0),
+            "{:?}",
+            b.fops
+        );
     }
     g.profile_stop("r3").await.unwrap();
     g.profile_stop("r3").await.unwrap(); // not counting: success

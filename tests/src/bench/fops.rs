@@ -19,7 +19,7 @@ pub struct Sample {
     pub rep: usize,
     /// Files the workload made (and stat'ed, deleted) in the sample: the divisor.
     pub files: usize,
-    /// Fop name → (calls, microseconds the bricks took for them), summed over bricks.
+    /// Fop name → (calls, nanoseconds the bricks took for them), summed over bricks.
     pub fops: BTreeMap<String, (u64, f64)>,
 }
 
@@ -29,7 +29,7 @@ impl Sample {
         for f in bricks.iter().flat_map(|b| &b.fops) {
             let e = fops.entry(f.name.clone()).or_default();
             e.0 += f.calls;
-            e.1 += f.total_us();
+            e.1 += f.total_ns();
         }
         Sample {
             row: row.into(),
@@ -71,41 +71,41 @@ pub fn render(samples: &[Sample]) -> String {
             continue;
         }
         let mut fops: BTreeMap<&str, (u64, f64)> = BTreeMap::new();
-        for (name, (calls, us)) in ss.iter().flat_map(|s| &s.fops) {
+        for (name, (calls, ns)) in ss.iter().flat_map(|s| &s.fops) {
             let e = fops.entry(name.as_str()).or_default();
             e.0 += calls;
-            e.1 += us;
+            e.1 += ns;
         }
-        let total: f64 = fops.values().map(|(_, us)| us).sum();
+        let total: f64 = fops.values().map(|(_, ns)| ns).sum();
         let mut rows: Vec<(&str, u64, f64)> =
-            fops.into_iter().map(|(n, (c, us))| (n, c, us)).collect();
+            fops.into_iter().map(|(n, (c, ns))| (n, c, ns)).collect();
         rows.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(b.0)));
         let (big, small): (Vec<_>, Vec<_>) = rows
             .into_iter()
             .partition(|r| total > 0.0 && r.2 / total >= SMALL_SHARE);
         let per_file = |x: f64| x / files as f64;
-        for (name, calls, us) in &big {
+        for (name, calls, ns) in &big {
             md.push_str(&format!(
                 "| {row} | `{case}` | {name} | {:.2} | {:.0} | {:.2} |\n",
                 per_file(*calls as f64),
-                us / *calls as f64,
-                per_file(*us) / 1000.0
+                ns / *calls as f64 / 1e3,
+                per_file(*ns) / 1e6
             ));
         }
         let other_calls: u64 = small.iter().map(|r| r.1).sum();
-        let other_us: f64 = small.iter().map(|r| r.2).sum();
+        let other_ns: f64 = small.iter().map(|r| r.2).sum();
         if other_calls > 0 {
             md.push_str(&format!(
                 "| {row} | `{case}` | other ({}) | {:.2} | – | {:.2} |\n",
                 small.len(),
                 per_file(other_calls as f64),
-                per_file(other_us) / 1000.0
+                per_file(other_ns) / 1e6
             ));
         }
         md.push_str(&format!(
             "| {row} | `{case}` | **all** | {:.2} | – | **{:.2}** |\n",
             per_file(big.iter().chain(&small).map(|r| r.1).sum::<u64>() as f64),
-            per_file(total) / 1000.0
+            per_file(total) / 1e6
         ));
     }
     md
@@ -125,7 +125,7 @@ mod tests {
                 .map(|(n, c, l)| FopStat {
                     name: n.to_string(),
                     calls: *c,
-                    avg_latency_us: *l,
+                    avg_latency_ns: *l,
                 })
                 .collect(),
         }
@@ -134,11 +134,11 @@ mod tests {
     #[test]
     fn sums_over_bricks_and_divides_by_files() {
         let b = [
-            brick(&[("CREATE", 100, 500.0), ("LOOKUP", 300, 10.0)]),
-            brick(&[("CREATE", 100, 300.0), ("STATFS", 1, 1.0)]),
+            brick(&[("CREATE", 100, 500e3), ("LOOKUP", 300, 10e3)]),
+            brick(&[("CREATE", 100, 300e3), ("STATFS", 1, 1e3)]),
         ];
         let s = Sample::new("small", "pv", 0, 100, &b);
-        assert_eq!(s.fops["CREATE"], (200, 80_000.0));
+        assert_eq!(s.fops["CREATE"], (200, 80e6));
         let md = render(&[s.clone(), Sample { rep: 1, ..s }]);
         // CREATE: 400 calls over 200 files, 160 ms in all.
         assert!(
