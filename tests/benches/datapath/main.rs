@@ -3,7 +3,7 @@
 //!
 //!   cargo bench -p gk-testenv --bench datapath -- [REPS] [ROW_SECONDS] [FAILOVER_REPS]
 //!       [--types r3,arb,ec] [--cases raw,b,bt,pv,dv] [--rows ROW,ROW] [--variant SPEC]...
-//!       [--cpu-profile] [--fop-profile] [--events brick-kill,node-cut]
+//!       [--cpu-profile] [--fop-profile] [--fuse-calls] [--events brick-kill,node-cut]
 //!
 //! Three real glusterd nodes in network namespaces (`GlusterNet`) with XFS bricks on loop
 //! files, management TLS on as the operator sets it up (a certificate per node, a
@@ -28,7 +28,10 @@
 //! (`gk_testenv::bench::cpu`); perf takes CPU of its own, so such a run's figures are not
 //! the ones to compare with a plain run's. With `--fop-profile`, gluster's `volume profile`
 //! counts each brick's calls during every small-file sample (`gk_testenv::bench::fops`);
-//! counting costs the bricks a little too. Refuses to start above load 1.0
+//! counting costs the bricks a little too. With `--fuse-calls`, perf counts the requests the
+//! kernel sends each gluster case's FUSE client during every dd sample
+//! (`gk_testenv::bench::fuse_calls`); tracing slows each request, so read the counts, not
+//! the rates. Refuses to start above load 1.0
 //! (`GK_BENCH_ANY_LOAD=1` overrides; the document says so). Writes datapath.json, .svg and
 //! the generated block of datapath.md in docs/benchmarks (`GK_BENCH_OUT` elsewhere).
 
@@ -48,7 +51,7 @@ use gk_operator::tls::pki::{Ca, Usage};
 use gk_testenv::agents::AgentSet;
 use gk_testenv::bench::datapath::{self as dp, Case, Results, Sample, Target as Goal};
 use gk_testenv::bench::{self, RunInfo};
-use gk_testenv::bench::{cpu, fops};
+use gk_testenv::bench::{cpu, fops, fuse_calls};
 use gk_testenv::gluster_net::{GlusterNet, TlsFiles};
 
 use cases::{Kind, Maker, Target, Variant};
@@ -114,6 +117,7 @@ struct Args {
     cpu_profile: bool,
     /// Count each brick's calls during the small-file samples (gluster's `volume profile`).
     fop_profile: bool,
+    fuse_calls: bool,
     /// Which failover events to run (`brick-kill` and `node-cut` unless `--events` says
     /// otherwise; `restart-cut` only when asked for).
     events: Vec<String>,
@@ -132,6 +136,7 @@ fn args() -> Args {
         variants: vec![],
         cpu_profile: false,
         fop_profile: false,
+        fuse_calls: false,
         events: ["brick-kill", "node-cut"].map(String::from).to_vec(),
         command: format!(
             "cargo bench -p gk-testenv --bench datapath -- {}",
@@ -156,6 +161,7 @@ fn args() -> Args {
             "--rows" => a.rows = Some(value().split(',').map(String::from).collect()),
             "--cpu-profile" => a.cpu_profile = true,
             "--fop-profile" => a.fop_profile = true,
+            "--fuse-calls" => a.fuse_calls = true,
             "--events" => a.events = value().split(',').map(String::from).collect(),
             "--variant" => a
                 .variants
@@ -444,6 +450,7 @@ async fn main() {
         rate
     };
     let mut fop_samples: Vec<fops::Sample> = Vec::new();
+    let mut fuse_samples: Vec<fuse_calls::Sample> = Vec::new();
     if args.fop_profile {
         for t in targets.iter().filter(|t| !t.volume.is_empty()) {
             net.gluster(0)
@@ -460,9 +467,25 @@ async fn main() {
             for (id, bs) in DD_BLOCKS.into_iter().filter(|(id, _)| wanted(id)) {
                 for t in &order {
                     let load = bench::load_average()[0];
-                    let v = profiled(id, &t.key, rep, &mut || {
-                        workloads::dd(&t.dir, bs, budget, 512 * MIB)
+                    let traced = (args.fuse_calls && !t.volume.is_empty()).then(|| {
+                        fuse_calls::Recording::start(&perf_dir.join("fuse.data"), &t.dir)
+                            .expect("perf record")
                     });
+                    let mut mb = 0.0;
+                    let v = profiled(id, &t.key, rep, &mut || {
+                        let (rate, written) = workloads::dd(&t.dir, bs, budget, 512 * MIB);
+                        mb = written;
+                        (rate, written)
+                    });
+                    if let Some(rec) = traced {
+                        fuse_samples.push(fuse_calls::Sample {
+                            row: id.into(),
+                            case: t.key.clone(),
+                            rep,
+                            writes: (mb * 1e6 / bs as f64).round() as u64,
+                            requests: rec.finish().expect("perf"),
+                        });
+                    }
                     println!("rep {rep} {id} {}: {v:.2} MB/s (load {load:.2})", t.key);
                     push(id, &t.key, v, load);
                 }
@@ -573,6 +596,7 @@ async fn main() {
         total_seconds: started.elapsed().as_secs_f64(),
         cpu: profiles,
         fops: fop_samples,
+        fuse: fuse_samples,
     };
     let block = dp::render(&results);
     println!("{block}");

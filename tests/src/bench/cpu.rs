@@ -4,12 +4,11 @@
 //! and the code it was in (OpenSSL's libcrypto and libssl, the kernel, the rest). Software
 //! clock samples (`cpu-clock`): this machine's virtual CPUs expose no hardware counters.
 //!
-//! The classification and the rendering are pure and unit-tested; `Recording` is the edge
-//! that runs perf.
+//! The classification and the rendering are pure and unit-tested; `Recording` runs perf
+//! through `super::perf`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -161,71 +160,27 @@ fn argv_of(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `perf record` of every CPU, running until `finish`.
-pub struct Recording {
-    child: Child,
-    data: PathBuf,
-}
+/// A `perf record` of every CPU's clock, running until `finish`.
+pub struct Recording(super::perf::Recording);
 
 impl Recording {
     /// Starts perf writing to `data`, and waits until it has begun sampling.
     pub fn start(data: &Path) -> std::io::Result<Recording> {
-        let _ = std::fs::remove_file(data);
-        let child = Command::new("perf")
-            .args(["record", "-a", "-q", "-e", "cpu-clock", "-F"])
-            .arg(HZ.to_string())
-            .arg("-o")
-            .arg(data)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("starting perf record: {e} (Debian's linux-perf provides perf)"),
-                )
-            })?;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::fs::metadata(data).map_or(0, |m| m.len()) == 0 {
-            if std::time::Instant::now() > deadline {
-                return Err(std::io::Error::other("perf record wrote nothing in 10 s"));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        Ok(Recording {
-            child,
-            data: data.to_path_buf(),
-        })
+        let args = [
+            "-e".to_string(),
+            "cpu-clock".into(),
+            "-F".into(),
+            HZ.to_string(),
+        ];
+        super::perf::Recording::start(data, &args).map(Recording)
     }
 
     /// Stops perf and counts its samples; `workload_pid` is the process that ran the workload.
-    pub fn finish(mut self, workload_pid: u32) -> std::io::Result<(Seconds, f64)> {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT)
-            .map_err(std::io::Error::from)?;
-        let status = self.child.wait()?;
-        // perf writes its data and then raises the signal it was stopped with again.
-        let stopped = std::os::unix::process::ExitStatusExt::signal(&status) == Some(2);
-        if !status.success() && !stopped {
-            return Err(std::io::Error::other(format!("perf record: {status}")));
-        }
-        let out = Command::new("perf")
-            .args(["script", "-F", "comm,pid,time,ip,dso", "-i"])
-            .arg(&self.data)
-            .output()?;
-        if !out.status.success() {
-            return Err(std::io::Error::other(format!(
-                "perf script: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-        let _ = std::fs::remove_file(&self.data);
-        Ok(tally(
-            &String::from_utf8_lossy(&out.stdout),
-            HZ,
-            |pid, comm| classify(pid, &argv_of(pid), comm, workload_pid),
-        ))
+    pub fn finish(self, workload_pid: u32) -> std::io::Result<(Seconds, f64)> {
+        let text = self.0.finish("comm,pid,time,ip,dso")?;
+        Ok(tally(&text, HZ, |pid, comm| {
+            classify(pid, &argv_of(pid), comm, workload_pid)
+        }))
     }
 }
 

@@ -152,6 +152,9 @@ pub struct Results {
     /// Gluster's per-brick call counts of samples, when asked for (`--fop-profile`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fops: Vec<super::fops::Sample>,
+    /// The FUSE requests of dd samples, when asked for (`--fuse-calls`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fuse: Vec<super::fuse_calls::Sample>,
 }
 
 impl Results {
@@ -338,6 +341,7 @@ pub fn render(res: &Results) -> String {
     md.push_str(&failover_table(res));
     md.push_str(&super::cpu::render(&res.cpu, res.run.cores));
     md.push_str(&super::fops::render(&res.fops));
+    md.push_str(&super::fuse_calls::render(&res.fuse));
     md
 }
 
@@ -618,6 +622,7 @@ mod tests {
             total_seconds: 10.0,
             cpu: vec![],
             fops: vec![],
+            fuse: vec![],
         }
     }
 

@@ -10,6 +10,8 @@ pub mod cpu;
 pub mod datapath;
 pub mod footprint;
 pub mod fops;
+pub mod fuse_calls;
+pub mod perf;
 pub mod provisioning;
 
 use std::path::Path;
