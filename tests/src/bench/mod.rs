@@ -276,6 +276,7 @@ pub const DOCS: &[(&str, Kind)] = &[
     ("datapath-levers-failover-keepalive-2", Kind::Datapath),
     ("datapath-levers-failover-restart", Kind::Datapath),
     ("datapath-levers-quota-calls", Kind::Datapath),
+    ("datapath-levers-fuse-calls", Kind::Datapath),
     ("datapath-profile", Kind::Datapath),
     ("csi-provisioning", Kind::Provisioning),
     ("operator-footprint", Kind::Footprint),
