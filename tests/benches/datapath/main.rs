@@ -564,8 +564,8 @@ async fn main() {
                 .extend(failover::failover(&net, &gluster, event, args.failover_reps, &log).await);
         }
     }
-    // Every ping-timer expiry each client logged over the whole run: a node cut accounts for
-    // one per client; any more is a spurious disconnect under load.
+    // Every ping-timer expiry and disconnection each client logged over the whole run; the
+    // document compares them with what the events explain (`dp::disconnect_bound`).
     let mut ping_expiries = BTreeMap::new();
     let mut disconnects = BTreeMap::new();
     for t in &gluster {
