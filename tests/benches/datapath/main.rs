@@ -27,7 +27,8 @@
 //! fio sample runs under `perf record` and the document gets a table of where the CPU went
 //! (`gk_testenv::bench::cpu`); perf takes CPU of its own, so such a run's figures are not
 //! the ones to compare with a plain run's. With `--fop-profile`, gluster's `volume profile`
-//! counts each brick's calls during every small-file sample (`gk_testenv::bench::fops`);
+//! counts each brick's calls during every small-file and 1 MiB-file sample
+//! (`gk_testenv::bench::fops`);
 //! counting costs the bricks a little too. With `--fuse-calls`, perf counts the requests the
 //! kernel sends each gluster case's FUSE client during every dd sample
 //! (`gk_testenv::bench::fuse_calls`); tracing slows each request, so read the counts, not
@@ -115,7 +116,8 @@ struct Args {
     rows: Option<Vec<String>>,
     variants: Vec<Variant>,
     cpu_profile: bool,
-    /// Count each brick's calls during the small-file samples (gluster's `volume profile`).
+    /// Count each brick's calls during the small-file and 1 MiB-file samples (gluster's
+    /// `volume profile`).
     fop_profile: bool,
     fuse_calls: bool,
     /// Which failover events to run (`brick-kill` and `node-cut` unless `--events` says
@@ -493,8 +495,16 @@ async fn main() {
             }
             if wanted("files-100x1MiB") {
                 for t in &order {
+                    let counted = args.fop_profile && !t.volume.is_empty();
+                    if counted {
+                        fops_clear(&rt, &net, t);
+                    }
                     let load = bench::load_average()[0];
                     let v = workloads::files_1m(&t.dir);
+                    if counted {
+                        fop_samples.push(fops_read(&rt, &net, t, "100 × 1 MiB files", rep, 100));
+                    }
+                    workloads::files_1m_cleanup(&t.dir);
                     println!("rep {rep} files-100x1MiB {}: {v:.1} files/s", t.key);
                     push("files-100x1MiB", &t.key, v, load);
                 }
@@ -524,22 +534,13 @@ async fn main() {
                 for t in &order {
                     let counted = args.fop_profile && !t.volume.is_empty();
                     if counted {
-                        rt.block_on(net.gluster(0).profile_clear(&t.volume))
-                            .unwrap_or_else(|e| panic!("{}: profile clear: {e}", t.volume));
+                        fops_clear(&rt, &net, t);
                     }
                     let load = bench::load_average()[0];
                     let (c, s, d) = workloads::small_files(&t.dir);
                     if counted {
-                        let bricks = rt
-                            .block_on(net.gluster(0).profile_info(&t.volume))
-                            .unwrap_or_else(|e| panic!("{}: profile info: {e}", t.volume));
-                        fop_samples.push(fops::Sample::new(
-                            "small files",
-                            &t.key,
-                            rep,
-                            workloads::SMALL_FILES,
-                            &bricks,
-                        ));
+                        let files = workloads::SMALL_FILES;
+                        fop_samples.push(fops_read(&rt, &net, t, "small files", rep, files));
                     }
                     println!(
                         "rep {rep} small {}: create {c:.0}/s, stat {s:.0}/s, delete {d:.0}/s",
@@ -631,4 +632,25 @@ fn client_log(client: &gk_testenv::gluster_net::Client, node_dir: &Path, t: &Tar
             }
         })
         .collect()
+}
+
+/// Zeroes the brick call counters of `t`'s volume before a counted sample.
+fn fops_clear(rt: &tokio::runtime::Handle, net: &GlusterNet, t: &Target) {
+    rt.block_on(net.gluster(0).profile_clear(&t.volume))
+        .unwrap_or_else(|e| panic!("{}: profile clear: {e}", t.volume));
+}
+
+/// What `t`'s bricks were asked since `fops_clear`, for a sample that made `files` files.
+fn fops_read(
+    rt: &tokio::runtime::Handle,
+    net: &GlusterNet,
+    t: &Target,
+    row: &str,
+    rep: usize,
+    files: usize,
+) -> fops::Sample {
+    let bricks = rt
+        .block_on(net.gluster(0).profile_info(&t.volume))
+        .unwrap_or_else(|e| panic!("{}: profile info: {e}", t.volume));
+    fops::Sample::new(row, &t.key, rep, files, &bricks)
 }
