@@ -277,6 +277,7 @@ pub const DOCS: &[(&str, Kind)] = &[
     ("datapath-levers-failover-restart", Kind::Datapath),
     ("datapath-levers-quota-calls", Kind::Datapath),
     ("datapath-levers-fuse-calls", Kind::Datapath),
+    ("datapath-levers-fsync-calls", Kind::Datapath),
     ("datapath-profile", Kind::Datapath),
     ("csi-provisioning", Kind::Provisioning),
     ("operator-footprint", Kind::Footprint),
