@@ -21,7 +21,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use gk_gluster::{Gluster, ProcessRunner};
@@ -31,6 +31,22 @@ use crate::{run, EnvError};
 
 /// Where a failed test's gluster logs are kept (see `GlusterNet::keep_logs`).
 pub const FAILED_LOGS: &str = "/var/tmp/glusterkube-failed";
+
+/// Set once any thread of this process has panicked. An environment shared with spawned
+/// tasks (an `Arc<GlusterNet>`) is often dropped when the runtime shuts down, on a thread
+/// that is not the one unwinding, where `std::thread::panicking()` is false.
+static PANICKED: AtomicBool = AtomicBool::new(false);
+
+fn note_panics() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICKED.store(true, Ordering::SeqCst);
+            previous(info);
+        }));
+    });
+}
 
 const SUBNET: &str = "10.213.0";
 const CLIENT_HOST: u8 = 100;
@@ -261,6 +277,7 @@ impl GlusterNet {
 
     fn start_with(n: usize, tls: Option<Vec<TlsFiles>>) -> Result<Self, EnvError> {
         assert!((1..=20).contains(&n), "1 to 20 nodes");
+        note_panics();
         cleanup_stale();
         let id = format!(
             "{NS_PREFIX}{}-{}",
@@ -714,7 +731,7 @@ impl GlusterNet {
     }
 
     fn teardown(&mut self) {
-        if std::thread::panicking() {
+        if std::thread::panicking() || PANICKED.load(Ordering::SeqCst) {
             self.keep_logs();
         }
         unmount_below(&self.root);
