@@ -827,10 +827,10 @@ async fn day_two_operations_on_real_gluster() {
 
     // --- The PodDisruptionBudget: a drain may evict one brick pod while all are healthy.
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
-    let pdb_allows = async |n: i32| {
+    let pdb_allows = async |n: i32, secs: u64| {
         wait_until(
             &format!("the PDB to allow {n} disruption(s)"),
-            60,
+            secs,
             async || {
                 let s = pdbs.get("pool-bricks").await.ok()?.status?;
                 (s.disruptions_allowed == Some(n)).then_some(())
@@ -838,7 +838,7 @@ async fn day_two_operations_on_real_gluster() {
         )
         .await
     };
-    pdb_allows(1).await;
+    pdb_allows(1, 60).await;
     let events_before = kubelet.events().len();
     pods.evict("pool-storage-1-0", &EvictParams::default())
         .await
@@ -857,7 +857,10 @@ async fn day_two_operations_on_real_gluster() {
     })
     .await;
     volume_settled(&volumes, "data", 120).await;
-    pdb_allows(1).await;
+    // The disruption controller counts a pod it let evict as disrupted until it sees the pod
+    // deleted or two minutes pass (its DeletionTimeout), and it keys that record by name: the
+    // StatefulSet's new pod of the same name can count as disrupted until then.
+    pdb_allows(1, 180).await;
 
     // --- A node dies; its brick is replaced on another node and healed.
     let before = g().volume_info(&gname).await.unwrap().unwrap();
@@ -903,7 +906,7 @@ async fn day_two_operations_on_real_gluster() {
     .await;
     // With one brick pod down, a drain cannot take a second one.
     eprintln!("day2: storage-3 offline at {:?}", started.elapsed());
-    pdb_allows(0).await;
+    pdb_allows(0, 60).await;
     eprintln!("day2: PDB allows 0 at {:?}", started.elapsed());
     // One request through kubectl: kube's client would retry the 429 for minutes.
     let path = format!("/api/v1/namespaces/{ns}/pods/pool-storage-1-0/eviction");
