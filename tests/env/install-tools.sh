@@ -10,7 +10,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 apt_packages=(glusterfs-server glusterfs-client xfsprogs attr protobuf-compiler libprotobuf-dev
   etcd-server iproute2 openssl curl psmisc procps util-linux
   containerd runc containernetworking-plugins iptables conntrack socat debootstrap
-  tshark fio python3 e2fsprogs)
+  tshark fio python3 e2fsprogs
+  linux-perf) # the data-path bench's --cpu-profile and --fuse-calls run perf
 
 missing=()
 for p in "${apt_packages[@]}"; do

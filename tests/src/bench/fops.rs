@@ -50,10 +50,7 @@ pub fn render(samples: &[Sample]) -> String {
     if samples.is_empty() {
         return String::new();
     }
-    let mut groups: BTreeMap<(&str, &str), Vec<&Sample>> = BTreeMap::new();
-    for s in samples {
-        groups.entry((&s.row, &s.case)).or_default().push(s);
-    }
+    let groups = super::by_row_case(samples, |s| (&s.row, &s.case));
     let mut md = String::from(
         "\n### What the bricks were asked (gluster's `volume profile`)\n\n\
          Every brick's calls during the samples of the rows below, summed over the bricks \

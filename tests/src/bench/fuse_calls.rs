@@ -65,10 +65,7 @@ pub fn render(samples: &[Sample]) -> String {
     if samples.is_empty() {
         return String::new();
     }
-    let mut groups: BTreeMap<(&str, &str), Vec<&Sample>> = BTreeMap::new();
-    for s in samples {
-        groups.entry((&s.row, &s.case)).or_default().push(s);
-    }
+    let groups = super::by_row_case(samples, |s| (&s.row, &s.case));
     let mut md = String::from(
         "\n### What the kernel asked the FUSE client (`fuse:fuse_request_send`)\n\n\
          Every request the kernel sent the case's mount during the samples of the rows \

@@ -164,6 +164,18 @@ pub fn storage_of(dir: &Path) -> String {
     format!("{fs} on {source}")
 }
 
+/// Samples grouped by the (row, case) `key` names, for tables that sum a row's repetitions.
+pub fn by_row_case<'a, T>(
+    samples: &'a [T],
+    key: impl Fn(&'a T) -> (&'a str, &'a str),
+) -> std::collections::BTreeMap<(&'a str, &'a str), Vec<&'a T>> {
+    let mut groups = std::collections::BTreeMap::<_, Vec<&T>>::new();
+    for s in samples {
+        groups.entry(key(s)).or_default().push(s);
+    }
+    groups
+}
+
 pub fn median(v: &[f64]) -> f64 {
     percentile(v, 0.5)
 }
