@@ -1265,7 +1265,12 @@ async fn a_standby_replica_takes_over_when_the_leader_stops() {
         "replica-b took over {:.1} s after replica-a was stopped",
         stopped_at.elapsed().as_secs_f64()
     );
-    assert!(b_reconciling.load(Ordering::SeqCst));
+    // The Lease is written by the lease manager's task before `lead` hears of it and starts
+    // the controllers, so the flag may follow the Lease by a moment (a CI run read it first).
+    wait_until("replica-b starts its controllers", 10, async || {
+        b_reconciling.load(Ordering::SeqCst).then_some(())
+    })
+    .await;
     reconciled("second").await;
     assert!(!b.is_finished());
     support::none_forbidden("operator", &calls);
