@@ -277,7 +277,11 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
             .find(|o| o.key == key)
             .map(|o| o.value)
     };
-    for key in ["network.ping-timeout", "client.tcp-user-timeout"] {
+    for key in [
+        "network.ping-timeout",
+        "client.tcp-user-timeout",
+        "cluster.rebal-throttle",
+    ] {
         assert_eq!(
             info.options.get(key).map(String::as_str),
             tuned(key),

@@ -150,6 +150,17 @@ pub const TUNED: &[ProfileOption] = &[
         applies: Applies::Dispersed,
     },
     ProfileOption {
+        key: "cluster.rebal-throttle",
+        value: "lazy",
+        reason: "a rebalance or remove-brick moves one file at a time on each node instead of \
+                 two: with two migration threads gluster can leave a file's lock request \
+                 unanswered until the 30 min frame timeout (gluster issue 4620; its reporter's \
+                 remove-brick ran 24 h without it at lazy), and a shrink cannot commit before \
+                 every file has moved. Trade-off: migrations of many small files take up to \
+                 twice as long",
+        applies: Applies::All,
+    },
+    ProfileOption {
         key: "features.cache-invalidation",
         value: "on",
         reason: "brick-side upcalls tell clients when metadata changes, which makes the \
