@@ -24,6 +24,9 @@ pub struct Config {
     /// How long a restarted brick pod may take to serve again, with every brick online and
     /// nothing left to heal, before the rollout stops with a Degraded condition.
     pub rollout_timeout: Duration,
+    /// How long a rebalance or remove-brick migration may show no change in gluster's counts
+    /// before it is reported as stalled (a Warning event and the Progressing condition).
+    pub migration_stall: Duration,
     /// This operator's instance name (see [`INSTANCE_LABEL`]).
     pub instance: Option<String>,
     /// The operator's own namespace: the gluster CA and the CSI node plugins' certificate
@@ -75,6 +78,7 @@ impl Default for Config {
             refresh: Duration::from_secs(30),
             csi_driver: "gluster.glusterkube.dev".into(),
             rollout_timeout: Duration::from_secs(900),
+            migration_stall: Duration::from_secs(600),
             instance: None,
             namespace: "glusterkube".into(),
         }

@@ -43,6 +43,11 @@ struct Cli {
     #[arg(long, env = "GK_ROLLOUT_TIMEOUT_SECONDS", default_value_t = 900,
           value_parser = clap::value_parser!(u64).range(10..=86400))]
     rollout_timeout_seconds: u64,
+    /// Seconds a rebalance or remove-brick migration may show no change in gluster's counts
+    /// before it is reported as stalled.
+    #[arg(long, env = "GK_MIGRATION_STALL_SECONDS", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(60..=86400))]
+    migration_stall_seconds: u64,
     /// Reconcile only GlusterClusters and GlusterVolumes labelled
     /// glusterkube.dev/operator-instance=<this>; without it, only those without the label.
     #[arg(long, env = "GK_OPERATOR_INSTANCE")]
@@ -80,6 +85,7 @@ async fn main() -> anyhow::Result<()> {
     let mut config = Config {
         refresh: Duration::from_secs(cli.refresh_seconds),
         rollout_timeout: Duration::from_secs(cli.rollout_timeout_seconds),
+        migration_stall: Duration::from_secs(cli.migration_stall_seconds),
         instance: cli.instance,
         namespace: cli.namespace,
         brick_pods: BrickPods {

@@ -269,6 +269,11 @@ pub struct ResizeStatus {
     /// above are the latest run's.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reruns: u32,
+    /// When the latest run started or gluster's counts for it last changed. A run whose
+    /// counts stay still for the operator's migration stall time is reported as stalled in
+    /// the Progressing condition and a MigrationStalled event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progressed_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 fn is_zero(n: &u32) -> bool {

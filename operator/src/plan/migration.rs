@@ -1,5 +1,11 @@
 //! Reading gluster's status of a rebalance or remove-brick migration.
 
+use std::time::Duration;
+
+use gk_api::crd::ResizeStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
 /// What to do next with a migration, from gluster's status of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Migration {
@@ -56,6 +62,36 @@ pub fn rerun(failures: u64, reruns: u32) -> bool {
     failures > 0 && reruns + 1 < MIGRATION_RUNS
 }
 
+/// Keeps `now.progressed_at` as it was in `before` while gluster's counts stay the same
+/// (a new run, or changed counts, start the clock again at `now_at`), and says for how long
+/// they have stayed still once that reaches `limit`. Gluster counts a file when it has
+/// moved, so one large file can hold the counts still as long as it takes to copy; a
+/// request gluster never answers holds them until its frame timeout (30 min by default).
+pub fn stalled(
+    before: Option<&ResizeStatus>,
+    now: &mut ResizeStatus,
+    now_at: Timestamp,
+    limit: Duration,
+) -> Option<Duration> {
+    let counts = |r: &ResizeStatus| {
+        (
+            r.operation,
+            r.reruns,
+            r.files_moved,
+            r.bytes_moved,
+            r.failures,
+            r.skipped,
+        )
+    };
+    let since = before
+        .filter(|b| counts(b) == counts(now))
+        .and_then(|b| b.progressed_at.clone())
+        .unwrap_or(Time(now_at));
+    let still = now_at.duration_since(since.0).as_secs().max(0) as u64;
+    now.progressed_at = Some(since);
+    (still >= limit.as_secs()).then(|| Duration::from_secs(still))
+}
+
 /// Why files failed to move, from the text of a `<volume>-rebalance.log`: the errors of the
 /// latest run of the process (after its last "Started running" line), gluster's message
 /// without time, level and source, the last `keep` distinct ones.
@@ -94,6 +130,56 @@ pub fn migration_errors(log: &str, keep: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run(files: i64) -> ResizeStatus {
+        ResizeStatus {
+            operation: gk_api::crd::ResizeOperation::Shrink,
+            phase: gk_api::crd::MigrationPhase::InProgress,
+            bricks: vec![],
+            files_moved: files,
+            bytes_moved: files << 10,
+            failures: 0,
+            skipped: 0,
+            message: None,
+            reruns: 0,
+            progressed_at: None,
+        }
+    }
+
+    #[test]
+    fn a_migration_is_stalled_once_its_counts_stay_still_for_the_limit() {
+        let t0: Timestamp = "2026-12-06T05:00:00Z".parse().unwrap();
+        let at = |s: i64| t0 + k8s_openapi::jiff::SignedDuration::from_secs(s);
+        let limit = Duration::from_secs(600);
+        // A run just started: the clock starts now.
+        let mut r = run(0);
+        assert_eq!(stalled(None, &mut r, t0, limit), None);
+        assert_eq!(r.progressed_at, Some(Time(t0)));
+        // Files moved: the clock starts again.
+        let mut moved = run(5);
+        assert_eq!(stalled(Some(&r), &mut moved, at(300), limit), None);
+        assert_eq!(moved.progressed_at, Some(Time(at(300))));
+        // Still five files 599 s later: not yet; at 600 s: stalled for 600 s.
+        let mut same = run(5);
+        assert_eq!(stalled(Some(&moved), &mut same, at(899), limit), None);
+        assert_eq!(same.progressed_at, Some(Time(at(300))));
+        let before = same.clone();
+        assert_eq!(
+            stalled(Some(&before), &mut same, at(900), limit),
+            Some(Duration::from_secs(600))
+        );
+        // A failure counted is a change, and so is a new run with the same counts.
+        let mut failed = run(5);
+        failed.failures = 1;
+        assert_eq!(stalled(Some(&same), &mut failed, at(1000), limit), None);
+        let mut rerun = run(5);
+        rerun.reruns = 1;
+        assert_eq!(stalled(Some(&same), &mut rerun, at(1000), limit), None);
+        assert_eq!(rerun.progressed_at, Some(Time(at(1000))));
+        // A clock that went back never reads as stalled.
+        let mut back = run(5);
+        assert_eq!(stalled(Some(&same), &mut back, at(0), limit), None);
+    }
 
     #[test]
     fn failed_files_are_moved_again_twice_at_most() {

@@ -16,7 +16,7 @@ pub mod zones;
 
 pub use error::SpecError;
 pub use layout::{layout, layout_of};
-pub use migration::{migration, migration_errors, rerun, Migration, MIGRATION_RUNS};
+pub use migration::{migration, migration_errors, rerun, stalled, Migration, MIGRATION_RUNS};
 pub use node::{DiskSlot, NodeSlot};
 pub use placement::{bricks, replacements, resize, Resize};
 pub use profiles::{options, options_at_create, profile_of};

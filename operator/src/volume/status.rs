@@ -702,6 +702,7 @@ mod tests {
             skipped: 0,
             message: Some("h0: in progress".into()),
             reruns: 0,
+            progressed_at: None,
         };
         c.day2.resize = Some(resize(MigrationPhase::InProgress));
         let o = c.run();

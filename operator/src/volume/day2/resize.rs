@@ -12,6 +12,8 @@ use gk_api::crd::{
 };
 use gk_api::units::human_bytes;
 use gk_gluster::Brick;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use tonic::Code;
 
 use super::state::{not_started, parse_bricks, save, Day2};
@@ -85,6 +87,7 @@ fn pending(operation: ResizeOperation, bricks: &[Brick]) -> ResizeStatus {
         skipped: 0,
         message: None,
         reruns: 0,
+        progressed_at: None,
     }
 }
 
@@ -222,6 +225,7 @@ async fn rebalance(
     let req = || VolumeRequest { name: name.into() };
     let anchor = &mut agents[0];
     let mut st = not_started(anchor.client.rebalance_status(req()).await, &anchor.node)?;
+    let before = r.clone();
     let mut verdict = progress(r, &st, &anchor.address);
     if let Migration::Failed(_) = &verdict {
         let why = failed_files(agents, name, &st).await;
@@ -259,6 +263,9 @@ async fn rebalance(
             Migration::Failed(_) | Migration::Done => Migration::Running,
             v => v,
         };
+        plan::stalled(None, r, Timestamp::now(), ctx.config.migration_stall);
+    } else if verdict == Migration::Running {
+        report_stall(ctx, gv, &before, r).await;
     }
     r.phase = match verdict {
         Migration::Start => MigrationPhase::Pending,
@@ -318,6 +325,47 @@ async fn failed_files(
         }
     }
     out
+}
+
+/// Keeps the time gluster's counts last changed and, once they have stayed still for the
+/// operator's migration stall time, says so in the status (the Progressing condition) and
+/// in a Warning event. Nothing is stopped: gluster gives up a request it never answers
+/// after the frame timeout and counts the file as failed, and the run is then repeated
+/// like any run with failures; a large file may simply still be copying.
+async fn report_stall(
+    ctx: &Context,
+    gv: &GlusterVolume,
+    before: &ResizeStatus,
+    r: &mut ResizeStatus,
+) {
+    let limit = ctx.config.migration_stall;
+    let Some(still) = plan::stalled(Some(before), r, Timestamp::now(), limit) else {
+        return;
+    };
+    let what = match r.operation {
+        ResizeOperation::Expand => "the rebalance",
+        ResizeOperation::Shrink => "moving data off the bricks being removed",
+    };
+    let advice = "A large file counts only once it is copied; a request gluster never \
+                  answers is given up after the volume's network.frame-timeout (1800 s by \
+                  default), counted as a failed file, and the run is repeated. The rebalance \
+                  log under /var/log/glusterfs on the nodes still in progress names the file";
+    let note = format!(
+        "gluster's counts for {what} have not changed for over {} min. {advice}",
+        limit.as_secs() / 60
+    );
+    tracing::warn!(volume = %gv.name_any(), stalled_for = ?still, "{note}");
+    events::publish(
+        ctx,
+        gv,
+        events::event(true, "MigrationStalled", "Reconcile", &note),
+    )
+    .await;
+    let per_node = r.message.take().unwrap_or_default();
+    r.message = Some(format!(
+        "stalled: no change for {} s. {advice}. Per node: {per_node}",
+        still.as_secs()
+    ));
 }
 
 fn append(r: &mut ResizeStatus, why: &str) {
@@ -388,6 +436,7 @@ async fn shrink(
         anchor.client.remove_brick_status(req.clone()).await,
         &anchor.node,
     )?;
+    let before = r.clone();
     match progress(r, &st, &anchor.address) {
         Migration::Start => {
             if let Err(why) = safety::check(anchor, vol).await {
@@ -413,6 +462,7 @@ async fn shrink(
                 Ok(st) => {
                     progress(r, &st.into_inner(), &anchor.address);
                     r.phase = MigrationPhase::InProgress;
+                    plan::stalled(None, r, Timestamp::now(), ctx.config.migration_stall);
                 }
                 Err(s) if s.code() == Code::FailedPrecondition => {
                     r.phase = MigrationPhase::Refused;
@@ -421,7 +471,10 @@ async fn shrink(
                 Err(s) => return Err(Error::agent(&anchor.node, s)),
             }
         }
-        Migration::Running => r.phase = MigrationPhase::InProgress,
+        Migration::Running => {
+            r.phase = MigrationPhase::InProgress;
+            report_stall(ctx, gv, &before, r).await;
+        }
         Migration::Failed(_) => {
             let why = failed_files(agents, &name, &st).await;
             if !plan::rerun(r.failures as u64, r.reruns) {

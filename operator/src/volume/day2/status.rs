@@ -61,6 +61,7 @@ pub(crate) mod tests {
             skipped: 0,
             message: Some("10.0.0.1: failed".into()),
             reruns: 0,
+            progressed_at: None,
         }
     }
 
