@@ -47,6 +47,8 @@ pub struct VolumeGauges {
     pub bricks: i64,
     pub heal_pending: i64,
     pub split_brain: i64,
+    /// 1 while a rebalance or remove-brick of the volume has been reported stalled.
+    pub migration_stalled: i64,
 }
 
 pub struct Metrics {
@@ -62,6 +64,7 @@ pub struct Metrics {
     persistent_volumes: Family<VolumeLabel, Gauge>,
     split_brain: Family<VolumeLabel, Gauge>,
     quota_backlog: Family<VolumeLabel, Gauge>,
+    migration_stalled: Family<VolumeLabel, Gauge>,
     rollout_stalled: Family<ClusterLabel, Gauge>,
     certificate_expiry: Family<SecretLabel, Gauge>,
 }
@@ -82,6 +85,7 @@ impl Default for Metrics {
         let persistent_volumes = Family::<VolumeLabel, Gauge>::default();
         let split_brain = Family::<VolumeLabel, Gauge>::default();
         let quota_backlog = Family::<VolumeLabel, Gauge>::default();
+        let migration_stalled = Family::<VolumeLabel, Gauge>::default();
         let rollout_stalled = Family::<ClusterLabel, Gauge>::default();
         let certificate_expiry = Family::<SecretLabel, Gauge>::default();
         registry.register("reconciles", "Reconciles started", reconciles.clone());
@@ -132,6 +136,12 @@ impl Default for Metrics {
             quota_backlog.clone(),
         );
         registry.register(
+            "volume_migration_stalled",
+            "1 while a volume's rebalance or remove-brick shows no change in gluster's counts \
+             for the operator's migration stall time",
+            migration_stalled.clone(),
+        );
+        registry.register(
             "cluster_rollout_stalled",
             "1 while a GlusterCluster's rolling restart is stopped (RolloutStalled)",
             rollout_stalled.clone(),
@@ -154,6 +164,7 @@ impl Default for Metrics {
             persistent_volumes,
             split_brain,
             quota_backlog,
+            migration_stalled,
             rollout_stalled,
             certificate_expiry,
         }
@@ -204,6 +215,9 @@ impl Metrics {
         self.bricks_total.get_or_create(&l).set(g.bricks);
         self.heal_pending.get_or_create(&l).set(g.heal_pending);
         self.split_brain.get_or_create(&l).set(g.split_brain);
+        self.migration_stalled
+            .get_or_create(&l)
+            .set(g.migration_stalled);
     }
 
     /// Quota limits of a volume waiting for glusterd; counted after the volume's other
@@ -275,6 +289,7 @@ impl Metrics {
             &self.used_bytes,
             &self.split_brain,
             &self.quota_backlog,
+            &self.migration_stalled,
         ] {
             family.remove(&l);
         }
@@ -316,6 +331,7 @@ mod tests {
                 bricks: 3,
                 heal_pending: 17,
                 split_brain: 1,
+                migration_stalled: 1,
             },
         );
         m.quota_backlog("ns", "v", 4);
@@ -359,6 +375,7 @@ mod tests {
         for want in [
             "glusterkube_volume_split_brain_entries{namespace=\"ns\",volume=\"v\"} 1",
             "glusterkube_volume_quota_registrations_pending{namespace=\"ns\",volume=\"v\"} 4",
+            "glusterkube_volume_migration_stalled{namespace=\"ns\",volume=\"v\"} 1",
             "glusterkube_cluster_rollout_stalled{namespace=\"ns\",cluster=\"c\"} 1",
             "glusterkube_certificate_expiry_timestamp_seconds{namespace=\"ns\",secret=\"c-agent-tls\"} 1900000000",
         ] {
@@ -368,7 +385,9 @@ mod tests {
         m.forget_volume("ns", "v");
         let text = m.encode();
         assert!(
-            !text.contains("volume=\"v\"} 2") && !text.contains("volume_used_bytes{"),
+            !text.contains("volume=\"v\"} 2")
+                && !text.contains("volume_used_bytes{")
+                && !text.contains("volume_migration_stalled{"),
             "a deleted volume's gauges are gone:\n{text}"
         );
         assert!(

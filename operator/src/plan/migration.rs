@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use gk_api::crd::ResizeStatus;
+use gk_api::crd::{MigrationPhase, ResizeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -92,6 +92,15 @@ pub fn stalled(
     (still >= limit.as_secs()).then(|| Duration::from_secs(still))
 }
 
+/// Whether `r` is a run in progress whose counts last changed at least `limit` before
+/// `now` (what [`stalled`] recorded): the volume's stalled gauge.
+pub fn stalled_since(r: &ResizeStatus, now: Timestamp, limit: Duration) -> bool {
+    r.phase == MigrationPhase::InProgress
+        && r.progressed_at
+            .as_ref()
+            .is_some_and(|at| now.duration_since(at.0).as_secs() >= limit.as_secs() as i64)
+}
+
 /// Why files failed to move, from the text of a `<volume>-rebalance.log`: the errors of the
 /// latest run of the process (after its last "Started running" line), gluster's message
 /// without time, level and source, the last `keep` distinct ones.
@@ -179,6 +188,13 @@ mod tests {
         // A clock that went back never reads as stalled.
         let mut back = run(5);
         assert_eq!(stalled(Some(&same), &mut back, at(0), limit), None);
+        // The gauge: a run in progress whose counts last changed a limit ago.
+        assert!(!stalled_since(&same, at(899), limit));
+        assert!(stalled_since(&same, at(900), limit));
+        let mut done = same.clone();
+        done.phase = gk_api::crd::MigrationPhase::Completed;
+        assert!(!stalled_since(&done, at(900), limit));
+        assert!(!stalled_since(&run(5), at(900), limit), "never timed");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::metrics::VolumeGauges;
 use gk_agent::proto::{HealthRequest, VolumeRequest, VolumeStartRequest};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterCluster, GlusterVolume};
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
@@ -167,6 +168,9 @@ pub async fn run(
         bricks: s.bricks.len() as i64,
         heal_pending: s.heal_pending.unwrap_or(0),
         split_brain: s.split_brain.unwrap_or(0),
+        migration_stalled: s.resize.as_ref().is_some_and(|r| {
+            crate::plan::migration::stalled_since(r, Timestamp::now(), ctx.config.migration_stall)
+        }) as i64,
     };
     if let Some(c) = &s.capacity {
         ctx.metrics
