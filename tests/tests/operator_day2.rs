@@ -229,7 +229,7 @@ fn diagnose(bricks: &[String], rel: &Path, client_path: &Path) {
 }
 
 /// Files whose data (not a DHT link file) is on `brick_path`.
-fn files_with_data_on(brick_path: &Path, root: &Path, files: &Files) -> usize {
+fn files_with_data_on(brick_path: &Path, root: &Path, files: &[(PathBuf, Vec<u8>)]) -> usize {
     files
         .iter()
         .filter(|(p, bytes)| {
@@ -263,14 +263,17 @@ async fn day_two_operations_on_real_gluster() {
         },
         refresh: Duration::from_secs(3),
         rollout_timeout: Duration::from_secs(240),
+        // Short, so the throttled shrink below is reported stalled within the test.
+        migration_stall: Duration::from_secs(15),
         namespace: ns.clone(),
         ..Config::default()
     };
     // The operator runs as the chart's ServiceAccount: node retirement below deletes a
     // StatefulSet, which the chart's role must allow.
+    let metrics = Arc::new(Metrics::default());
     let operator = {
         let client = operator_client.clone();
-        let metrics = Arc::new(Metrics::default());
+        let metrics = metrics.clone();
         tokio::spawn(async move {
             gk_operator::run(client, config, metrics, std::future::pending()).await
         })
@@ -575,6 +578,24 @@ async fn day_two_operations_on_real_gluster() {
         6
     );
 
+    // A file of 8 MiB on the second set, which the shrink below must copy back: over a slow
+    // link its copy holds gluster's counts still (a file counts once moved). Each new file
+    // lands on either set by its name's hash, so files are written until one is there.
+    let second_set = PathBuf::from(&info.bricks[3].brick.path);
+    let big = (0..12u64)
+        .find(|&i| {
+            let path = root.join(format!("big-{i}"));
+            let bytes = gk_testenv::test_data(7_000_003 + i, 8 << 20);
+            let mut f = std::fs::File::create(&path).unwrap();
+            f.write_all(&bytes).and_then(|_| f.sync_all()).unwrap();
+            let file = (path, bytes);
+            let there = files_with_data_on(&second_set, &root, std::slice::from_ref(&file)) == 1;
+            files.push(file);
+            there
+        })
+        .expect("none of 12 new files landed on the second set");
+    eprintln!("day2: big-{big} lies on the second set");
+
     // --- A shrink whose files cannot move: with `cluster.min-free-disk 99%` gluster finds
     // no brick with room and counts every file it should move off the leaving set as failed
     // (ENOSPC). The operator runs the migration three times, then reports it, quoting
@@ -647,7 +668,11 @@ async fn day_two_operations_on_real_gluster() {
         "a failed shrink committed"
     );
     assert_files(&net, &source, &root, &files).await;
-    // Room again (gluster's default): the changed spec starts the shrink anew.
+    // Room again (gluster's default): the changed spec starts the shrink anew, over links
+    // of 2 Mbit/s: the big file's copy then outlasts the stall time (15 s here).
+    for n in net.nodes() {
+        n.set_rate(Some(2000)).unwrap();
+    }
     volumes
         .patch(
             "data",
@@ -661,6 +686,60 @@ async fn day_two_operations_on_real_gluster() {
         (r.phase != MigrationPhase::Failed).then_some(())
     })
     .await;
+
+    // --- A migration that stops moving is reported, and nothing is stopped: the
+    // Progressing message, a MigrationStalled event and the stalled gauge.
+    let stalled = wait_for(
+        "data: the throttled shrink reported stalled",
+        180,
+        async || {
+            let r = volumes
+                .get("data")
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .and_then(|s| s.resize)
+                .ok_or("no resize")?;
+            let message = r.message.clone().unwrap_or_default();
+            (r.operation == ResizeOperation::Shrink
+                && r.phase == MigrationPhase::InProgress
+                && message.starts_with("stalled: no change for "))
+            .then_some(r.clone())
+            .ok_or(format!("resize {r:?}"))
+        },
+    )
+    .await;
+    eprintln!(
+        "day2: shrink reported stalled after {:?}: {stalled:?}",
+        started.elapsed()
+    );
+    assert!(stalled.progressed_at.is_some(), "{stalled:?}");
+    let gauge =
+        format!("glusterkube_volume_migration_stalled{{namespace=\"{ns}\",volume=\"data\"}}");
+    let text = metrics.encode();
+    assert!(text.contains(&format!("{gauge} 1")), "{text}");
+    let ev_api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let event = ev_api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|e| e.reason.as_deref() == Some("MigrationStalled"))
+        .expect("no MigrationStalled event");
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        event.regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some("data")
+    );
+    let note = event.note.unwrap_or_default();
+    assert!(
+        note.contains("have not changed for 15 s or more") && note.contains("rebalance log"),
+        "{note}"
+    );
+    for n in net.nodes() {
+        n.set_rate(None).unwrap();
+    }
 
     // --- Shrink 6 -> 3 (the count set above): remove-brick migrates the new set's files
     // back, then commits.
@@ -686,6 +765,8 @@ async fn day_two_operations_on_real_gluster() {
     );
     assert_files(&net, &source, &root, &files).await;
     volume_settled(&volumes, "data", 60).await;
+    let text = metrics.encode();
+    assert!(text.contains(&format!("{gauge} 0")), "{text}");
 
     // --- Rolling upgrade of the brick image while a client writes.
     let stop = Arc::new(AtomicBool::new(false));

@@ -351,8 +351,8 @@ async fn report_stall(
                   default), counted as a failed file, and the run is repeated. The rebalance \
                   log under /var/log/glusterfs on the nodes still in progress names the file";
     let note = format!(
-        "gluster's counts for {what} have not changed for over {} min. {advice}",
-        limit.as_secs() / 60
+        "gluster's counts for {what} have not changed for {} s or more. {advice}",
+        limit.as_secs()
     );
     tracing::warn!(volume = %gv.name_any(), stalled_for = ?still, "{note}");
     events::publish(
