@@ -228,6 +228,19 @@ fn diagnose(bricks: &[String], rel: &Path, client_path: &Path) {
     );
 }
 
+/// The events of namespace `ns` with `reason`.
+async fn events_of(
+    client: &kube::Client,
+    ns: &str,
+    reason: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    let all = api.list(&Default::default()).await.unwrap().items;
+    all.into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
 /// Files whose data (not a DHT link file) is on `brick_path`.
 fn files_with_data_on(brick_path: &Path, root: &Path, files: &[(PathBuf, Vec<u8>)]) -> usize {
     files
@@ -718,14 +731,10 @@ async fn day_two_operations_on_real_gluster() {
         format!("glusterkube_volume_migration_stalled{{namespace=\"{ns}\",volume=\"data\"}}");
     let text = metrics.encode();
     assert!(text.contains(&format!("{gauge} 1")), "{text}");
-    let ev_api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
-    let event = ev_api
-        .list(&Default::default())
+    let event = events_of(&client, &ns, "MigrationStalled")
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .find(|e| e.reason.as_deref() == Some("MigrationStalled"))
+        .next()
         .expect("no MigrationStalled event");
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     assert_eq!(
@@ -876,13 +885,9 @@ async fn day_two_operations_on_real_gluster() {
             .collect::<Vec<_>>()
     );
     let ev_api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
-    let restarts = ev_api
-        .list(&Default::default())
+    let restarts = events_of(&client, &ns, "RestartingBrickPod")
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("RestartingBrickPod"))
         // The recorder folds repeats of one reason into a series.
         .map(|e| e.series.map_or(1, |s| s.count))
         .sum::<i32>();
