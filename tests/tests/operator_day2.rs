@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gk_api::crd::{GlusterCluster, GlusterVolume, MigrationPhase, ResizeOperation};
+use gk_api::crd::{GlusterCluster, GlusterVolume, MigrationPhase, ResizeOperation, ResizeStatus};
 use gk_mount::{self as mount, MountSource};
 use gk_operator::context::{BrickPods, Config};
 use gk_operator::metrics::Metrics;
@@ -226,6 +226,27 @@ fn diagnose(bricks: &[String], rel: &Path, client_path: &Path) {
         "  listed by readdir: {listed}; readable after the listing: {}",
         std::fs::metadata(client_path).is_ok()
     );
+}
+
+/// Waits up to `secs` for volume `data`'s `status.resize` to be `what` (`done`); a timeout
+/// names the last one seen.
+async fn resize_when(
+    api: &Api<GlusterVolume>,
+    what: &str,
+    secs: u64,
+    done: impl Fn(&ResizeStatus) -> bool,
+) -> ResizeStatus {
+    wait_for(&format!("data: {what}"), secs, async || {
+        let r = api
+            .get("data")
+            .await
+            .map_err(|e| e.to_string())?
+            .status
+            .and_then(|s| s.resize)
+            .ok_or("data has no status.resize yet")?;
+        done(&r).then_some(r.clone()).ok_or(format!("resize {r:?}"))
+    })
+    .await
 }
 
 /// The events of namespace `ns` with `reason`.
@@ -640,27 +661,9 @@ async fn day_two_operations_on_real_gluster() {
         )
         .await
         .unwrap();
-    let stuck = wait_for(
-        "data: the shrink failed after its reruns",
-        240,
-        async || {
-            let s = volumes
-                .get("data")
-                .await
-                .map_err(|e| e.to_string())?
-                .status
-                .ok_or("no status")?;
-            match &s.resize {
-                Some(r)
-                    if r.operation == ResizeOperation::Shrink
-                        && r.phase == MigrationPhase::Failed =>
-                {
-                    Ok(r.clone())
-                }
-                r => Err(format!("resize {r:?}")),
-            }
-        },
-    )
+    let stuck = resize_when(&volumes, "the shrink failed after its reruns", 240, |r| {
+        r.operation == ResizeOperation::Shrink && r.phase == MigrationPhase::Failed
+    })
     .await;
     eprintln!(
         "day2: shrink refused after {:?}: {stuck:?}",
@@ -702,23 +705,16 @@ async fn day_two_operations_on_real_gluster() {
 
     // --- A migration that stops moving is reported, and nothing is stopped: the
     // Progressing message, a MigrationStalled event and the stalled gauge.
-    let stalled = wait_for(
-        "data: the throttled shrink reported stalled",
-        180,
-        async || {
-            let r = volumes
-                .get("data")
-                .await
-                .map_err(|e| e.to_string())?
-                .status
-                .and_then(|s| s.resize)
-                .ok_or("no resize")?;
-            let message = r.message.clone().unwrap_or_default();
-            (r.operation == ResizeOperation::Shrink
+    let stalled = resize_when(
+        &volumes,
+        "the throttled shrink reported stalled",
+        300,
+        |r| {
+            r.operation == ResizeOperation::Shrink
                 && r.phase == MigrationPhase::InProgress
-                && message.starts_with("stalled: no change for "))
-            .then_some(r.clone())
-            .ok_or(format!("resize {r:?}"))
+                && r.message
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("stalled: no change for "))
         },
     )
     .await;
@@ -771,6 +767,10 @@ async fn day_two_operations_on_real_gluster() {
         files_with_data_on(Path::new(&info.bricks[0].brick.path), &root, &files),
         files.len(),
         "after the shrink every file's data is back on the first set"
+    );
+    assert_eq!(
+        r.reruns, stalled.reruns,
+        "the stalled run was stopped: {r:?}"
     );
     assert_files(&net, &source, &root, &files).await;
     volume_settled(&volumes, "data", 60).await;
@@ -884,7 +884,6 @@ async fn day_two_operations_on_real_gluster() {
             ))
             .collect::<Vec<_>>()
     );
-    let ev_api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
     let restarts = events_of(&client, &ns, "RestartingBrickPod")
         .await
         .into_iter()
@@ -1041,13 +1040,9 @@ async fn day_two_operations_on_real_gluster() {
         files_with_data_on(Path::new(&old.path), &root, &files) > 0,
         "the replaced brick's data is gone"
     );
-    let brick_events: Vec<String> = ev_api
-        .list(&Default::default())
+    let brick_events: Vec<String> = events_of(&client, &ns, "BrickReplaced")
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("BrickReplaced"))
         .filter_map(|e| e.note)
         .collect();
     assert_eq!(brick_events.len(), 1, "{brick_events:?}");
@@ -1115,13 +1110,9 @@ async fn day_two_operations_on_real_gluster() {
         (s.nodes_summary.as_deref() == Some("3/3") && stable).then_some(())
     })
     .await;
-    let retired: Vec<String> = ev_api
-        .list(&Default::default())
+    let retired: Vec<String> = events_of(&client, &ns, "NodeRetired")
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("NodeRetired"))
         .filter_map(|e| e.note)
         .collect();
     assert_eq!(retired.len(), 1, "{retired:?}");
@@ -1162,13 +1153,9 @@ async fn day_two_operations_on_real_gluster() {
     .await;
     assert!(blocked.contains(&pv_name), "{blocked}");
     assert!(g().volume_info(&gname).await.unwrap().is_some());
-    let warnings: Vec<String> = ev_api
-        .list(&Default::default())
+    let warnings: Vec<String> = events_of(&client, &ns, "DeletionBlocked")
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("DeletionBlocked"))
         .filter_map(|e| e.regarding.and_then(|r| r.name))
         .collect();
     assert!(

@@ -87,9 +87,9 @@ pub fn stalled(
         .filter(|b| counts(b) == counts(now))
         .and_then(|b| b.progressed_at.clone())
         .unwrap_or(Time(now_at));
-    let still = now_at.duration_since(since.0).as_secs().max(0) as u64;
+    let still = still_for(&since, now_at);
     now.progressed_at = Some(since);
-    (still >= limit.as_secs()).then(|| Duration::from_secs(still))
+    (still >= limit).then_some(still)
 }
 
 /// Whether `r` is a run in progress whose counts last changed at least `limit` before
@@ -98,7 +98,12 @@ pub fn stalled_since(r: &ResizeStatus, now: Timestamp, limit: Duration) -> bool 
     r.phase == MigrationPhase::InProgress
         && r.progressed_at
             .as_ref()
-            .is_some_and(|at| now.duration_since(at.0).as_secs() >= limit.as_secs() as i64)
+            .is_some_and(|at| still_for(at, now) >= limit)
+}
+
+/// Whole seconds from `since` to `now`; none when the clock went back.
+fn still_for(since: &Time, now: Timestamp) -> Duration {
+    Duration::from_secs(now.duration_since(since.0).as_secs().max(0) as u64)
 }
 
 /// Why files failed to move, from the text of a `<volume>-rebalance.log`: the errors of the

@@ -177,8 +177,9 @@ pub async fn run(
             .capacity(&ns, &vname, c.total_bytes, c.used_bytes);
     }
     let restart_on = status::restart_on(&outcome.status.bricks, &live);
-    set_status(ctx, gv, outcome.status, &outcome.conditions).await?;
+    // The gauges first: once the status says so (stalled, degraded), the scrape does too.
     ctx.metrics.volume(&ns, &vname, &gauges);
+    set_status(ctx, gv, outcome.status, &outcome.conditions).await?;
     count_quota_backlog(ctx, agents, &ns, &vname, name);
 
     match outcome.next {
