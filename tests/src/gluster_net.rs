@@ -95,41 +95,6 @@ impl Node {
         crate::run("ip", &["-n", &self.ns, "link", "set", "eth0", state]).map(|_| ())
     }
 
-    /// Limits what the node sends to `kbit` kbit/s (`tc`'s token bucket on eth0), or lifts
-    /// the limit with `None`: a slow link, where [`Node::set_link`] is a cut one.
-    pub fn set_rate(&self, kbit: Option<u32>) -> Result<(), EnvError> {
-        match kbit {
-            Some(k) => crate::run(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &self.ns,
-                    "tc",
-                    "qdisc",
-                    "replace",
-                    "dev",
-                    "eth0",
-                    "root",
-                    "tbf",
-                    "rate",
-                    &format!("{k}kbit"),
-                    "burst",
-                    "32kbit",
-                    "latency",
-                    "400ms",
-                ],
-            ),
-            None => crate::run(
-                "ip",
-                &[
-                    "netns", "exec", &self.ns, "tc", "qdisc", "del", "dev", "eth0", "root",
-                ],
-            ),
-        }
-        .map(|_| ())
-    }
-
     /// The last `lines` lines of the node's glusterd log, for failure messages.
     pub fn glusterd_log_tail(&self, lines: usize) -> String {
         let log = std::fs::read_to_string(self.log_dir().join("glusterd.log")).unwrap_or_default();
