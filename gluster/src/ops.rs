@@ -416,6 +416,16 @@ impl<R: CommandRunner> Gluster<R> {
         already_done(result, &format!("Rebalance on {name} is already started"))
     }
 
+    /// Ends the volume's rebalance: gluster forgets the task (its status reads "not
+    /// started" again) and a new start may follow. One not started counts as stopped.
+    pub async fn rebalance_stop(&self, name: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        let result = self
+            .verdict(words(&["volume", "rebalance", name, "stop"]))
+            .await;
+        already_done(result, &format!("Rebalance not started for volume {name}."))
+    }
+
     /// Progress of the volume's rebalance, per peer and overall.
     pub async fn rebalance_status(&self, name: &str) -> Result<RebalanceStatus, GlusterError> {
         validate_volume_name(name)?;

@@ -130,6 +130,7 @@ mod tests {
             "ReplaceBrick",
             "BrickRelease",
             "RebalanceStart",
+            "RebalanceStop",
             "SubdirCreateX",
         ] {
             assert!(!serves(&p(rpc)), "{rpc}");

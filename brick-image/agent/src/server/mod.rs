@@ -1168,6 +1168,18 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
         self.volume_reply(&name).await
     }
 
+    async fn rebalance_stop(&self, req: Request<VolumeRequest>) -> Reply<VolumeResponse> {
+        let name = self.volume_arg("name", &req.into_inner().name)?;
+        log_rpc("RebalanceStop", &name);
+        let _guard = self.locks.lock(&name).await;
+        self.info(&name).await?;
+        self.gluster
+            .rebalance_stop(&name)
+            .await
+            .map_err(AgentError::from)?;
+        self.volume_reply(&name).await
+    }
+
     async fn replace_brick(&self, req: Request<ReplaceBrickRequest>) -> Reply<VolumeResponse> {
         let req = req.into_inner();
         let name = self.volume_arg("name", &req.name)?;
