@@ -274,6 +274,17 @@ pub struct ResizeStatus {
     /// the Progressing condition and a MigrationStalled event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progressed_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// Check runs made after every file moved: rebalance runs that move files still off
+    /// the set gluster looks them up on first. The migration completes with a check run
+    /// that moves nothing.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub checks: u32,
+    /// When the operator last started a run (a rebalance, a remove-brick or a check run).
+    /// A node still reported in progress whose run time falls more than a minute behind
+    /// this has lost track of a finished run (gluster 10.3's glusterd can miss its
+    /// rebalance process's last word): the run is stopped and started again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_started_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -295,6 +306,9 @@ pub enum MigrationPhase {
     /// Decided, not yet started in gluster.
     Pending,
     InProgress,
+    /// Every file moved; check runs (see `checks`) make sure each one sits on the set
+    /// gluster looks it up on first. Until one moves nothing, lookups search every set.
+    Verifying,
     Completed,
     /// Gluster reported a failure; nothing is committed and no data is dropped.
     Failed,

@@ -101,6 +101,35 @@ pub fn stalled_since(r: &ResizeStatus, now: Timestamp, limit: Duration) -> bool 
             .is_some_and(|at| still_for(at, now) >= limit)
 }
 
+/// How far a node's run time may fall behind the time since the operator started the run
+/// before the node counts as lost: a rebalance process starts a few seconds after the
+/// command (glusterd took 10 s for one start in CI), and each status query reads its
+/// run time afresh while it runs.
+pub const LOST_AFTER: Duration = Duration::from_secs(60);
+
+/// The nodes (host, gluster's status, run time in seconds) that gluster reports still in
+/// progress although their run time lags the time since the run was started at `started`
+/// by more than [`LOST_AFTER`]: their glusterd lost track of a rebalance process that has
+/// ended (seen on gluster 10.3: the process logged "Rebalance is completed" and exited,
+/// and its node reported "in progress" with the run time frozen from then on).
+pub fn lost<'a>(
+    nodes: impl IntoIterator<Item = (&'a str, &'a str, f64)>,
+    started: Option<&Time>,
+    now: Timestamp,
+) -> Vec<&'a str> {
+    let Some(started) = started else {
+        return Vec::new();
+    };
+    let elapsed = still_for(started, now);
+    nodes
+        .into_iter()
+        .filter(|(_, status, run)| {
+            *status == "in progress" && Duration::from_secs_f64(run.max(0.0)) + LOST_AFTER < elapsed
+        })
+        .map(|(host, _, _)| host)
+        .collect()
+}
+
 /// Whole seconds from `since` to `now`; none when the clock went back.
 fn still_for(since: &Time, now: Timestamp) -> Duration {
     Duration::from_secs(now.duration_since(since.0).as_secs().max(0) as u64)
@@ -142,10 +171,11 @@ pub fn migration_errors(log: &str, keep: usize) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn run(files: i64) -> ResizeStatus {
+    /// A shrink run in progress that moved `files`.
+    pub(crate) fn run(files: i64) -> ResizeStatus {
         ResizeStatus {
             operation: gk_api::crd::ResizeOperation::Shrink,
             phase: gk_api::crd::MigrationPhase::InProgress,
@@ -157,6 +187,8 @@ mod tests {
             message: None,
             reruns: 0,
             progressed_at: None,
+            checks: 0,
+            run_started_at: None,
         }
     }
 
@@ -200,6 +232,27 @@ mod tests {
         done.phase = gk_api::crd::MigrationPhase::Completed;
         assert!(!stalled_since(&done, at(900), limit));
         assert!(!stalled_since(&run(5), at(900), limit), "never timed");
+    }
+
+    #[test]
+    fn a_node_in_progress_whose_run_time_stopped_is_lost() {
+        let t0: Timestamp = "2026-12-06T05:00:00Z".parse().unwrap();
+        let at = |s: i64| t0 + k8s_openapi::jiff::SignedDuration::from_secs(s);
+        let started = Time(t0);
+        let nodes = [
+            ("10.0.0.1", "completed", 2.0),
+            ("10.0.0.2", "in progress", 1.0),
+            ("10.0.0.3", "in progress", 85.0),
+        ];
+        // Within the grace every node may still be starting.
+        assert!(lost(nodes, Some(&started), at(61)).is_empty());
+        // 90 s after the start: one node's run time stands at 1 s, another's kept up.
+        assert_eq!(lost(nodes, Some(&started), at(90)), ["10.0.0.2"]);
+        // A finished node is never lost, and nothing is without a start time.
+        assert!(lost([("h", "completed", 0.0)], Some(&started), at(900)).is_empty());
+        assert!(lost(nodes, None, at(900)).is_empty());
+        // A clock that went back reads as no time passed.
+        assert!(lost(nodes, Some(&Time(at(900))), t0).is_empty());
     }
 
     #[test]

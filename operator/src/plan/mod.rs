@@ -10,17 +10,21 @@ pub mod node;
 pub mod placement;
 pub mod profiles;
 pub mod rollout;
+pub mod settle;
 pub mod size;
 pub mod spread;
 pub mod zones;
 
 pub use error::SpecError;
 pub use layout::{layout, layout_of};
-pub use migration::{migration, migration_errors, rerun, stalled, Migration, MIGRATION_RUNS};
+pub use migration::{
+    lost, migration, migration_errors, rerun, stalled, Migration, LOST_AFTER, MIGRATION_RUNS,
+};
 pub use node::{DiskSlot, NodeSlot};
 pub use placement::{bricks, replacements, resize, Resize};
 pub use profiles::{options, options_at_create, profile_of};
 pub use rollout::{rollout_step, BrickPod, RolloutStep};
+pub use settle::{after_check, lookup_optimize, Check, CHECK_RUNS, LOOKUP_OPTIMIZE};
 pub use size::{size_bricks, wanted_bricks, MAX_BRICKS};
 
 /// Specs and nodes for the planning tests.

@@ -146,7 +146,8 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
             // bricks first start, since a brick reads server.ssl only when it starts (one
             // started without it serves clients without TLS). A refused access option stops
             // here, as it does below.
-            options::apply(ctx, gv, &gc, &name, &mut agents[0], access.clone()).await?;
+            let resize = keep.resize.as_ref();
+            options::apply(ctx, gv, &gc, &name, &mut agents[0], access.clone(), resize).await?;
             agents[0]
                 .client
                 .volume_start(VolumeStartRequest {
@@ -168,7 +169,8 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
             blocked: None,
         },
     };
-    let applied = options::apply(ctx, gv, &gc, &name, &mut agents[0], access).await?;
+    let resize = day2.resize.as_ref();
+    let applied = options::apply(ctx, gv, &gc, &name, &mut agents[0], access, resize).await?;
     observe::run(gv, ctx, &gc, &name, &mut agents, &applied, day2).await
 }
 

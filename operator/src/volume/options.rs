@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use gk_agent::proto::{RejectedOption, VolumeSetRequest};
 use gk_api::agents::NodeAgent;
-use gk_api::crd::{GlusterCluster, GlusterVolume};
+use gk_api::crd::{GlusterCluster, GlusterVolume, ResizeStatus};
 use kube::ResourceExt;
 
 use super::record::set_status;
@@ -94,7 +94,8 @@ fn not_set_in_time(
 /// describes it afterwards (status reads it from there, not with another CLI run). A
 /// refused access option keeps the volume from being Ready (it might admit clients it
 /// should refuse). Options not set within [`SET_WAIT`] are reported as not set, and the
-/// volume is read without them.
+/// volume is read without them. `cluster.lookup-optimize` follows the volume's latest
+/// `resize` (see [`plan::settle`]).
 pub async fn apply(
     ctx: &Context,
     gv: &GlusterVolume,
@@ -102,9 +103,19 @@ pub async fn apply(
     name: &str,
     anchor: &mut NodeAgent,
     access: Vec<(String, String)>,
+    resize: Option<&ResizeStatus>,
 ) -> Result<Applied, Error> {
     let profile = plan::profile_of(&gv.spec, &gc.spec);
     let mut options = plan::options(profile, plan::layout(&gv.spec)?, &gv.spec.options);
+    let own = gv
+        .spec
+        .options
+        .get(plan::LOOKUP_OPTIMIZE)
+        .map(String::as_str);
+    options.insert(
+        plan::LOOKUP_OPTIMIZE.into(),
+        plan::lookup_optimize(resize, own),
+    );
     options.extend(access);
     let asked = anchor.client.volume_set(VolumeSetRequest {
         name: name.to_string(),

@@ -256,7 +256,7 @@ pub fn compute(o: &Observed) -> Outcome {
     let migrating = status.resize.as_ref().is_some_and(|r| {
         matches!(
             r.phase,
-            MigrationPhase::Pending | MigrationPhase::InProgress
+            MigrationPhase::Pending | MigrationPhase::InProgress | MigrationPhase::Verifying
         )
     });
     // A peer that missed the start's commit (its transaction timed out under load) still
@@ -703,6 +703,8 @@ mod tests {
             message: Some("h0: in progress".into()),
             reruns: 0,
             progressed_at: None,
+            checks: 0,
+            run_started_at: None,
         };
         c.day2.resize = Some(resize(MigrationPhase::InProgress));
         let o = c.run();

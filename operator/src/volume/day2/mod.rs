@@ -1,9 +1,11 @@
 //! Day-two changes to an existing gluster volume, each in its own file: bricks replaced
 //! (`replace`, from the GlusterCluster's spec.replacements), then the brick count raised or
-//! lowered (`resize`). `status` says what they mean for the volume's conditions.
+//! lowered (`resize`), whose migrations are settled by check runs (`settle`). `status` says
+//! what they mean for the volume's conditions.
 
 pub mod replace;
 pub mod resize;
+pub mod settle;
 pub mod state;
 pub mod status;
 

@@ -12,10 +12,12 @@ use gk_api::crd::{
 };
 use gk_api::units::human_bytes;
 use gk_gluster::Brick;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use tonic::Code;
 
+use super::settle;
 use super::state::{not_started, parse_bricks, save, Day2};
 use crate::context::Context;
 use crate::plan::{self, layout_of, Migration, NodeSlot, Resize};
@@ -23,7 +25,7 @@ use crate::{events, safety, Error};
 
 /// Sums over nodes and gluster's words per node; gluster calls the node it asked `localhost`,
 /// shown here by its pool address.
-fn totals(r: &RebalanceStatusResponse, local: &str) -> (i64, i64, i64, i64, String) {
+pub(super) fn totals(r: &RebalanceStatusResponse, local: &str) -> (i64, i64, i64, i64, String) {
     let sum =
         |f: fn(&gk_agent::proto::RebalanceNode) -> u64| r.nodes.iter().map(f).sum::<u64>() as i64;
     let per_node = r
@@ -88,6 +90,8 @@ fn pending(operation: ResizeOperation, bricks: &[Brick]) -> ResizeStatus {
         message: None,
         reruns: 0,
         progressed_at: None,
+        checks: 0,
+        run_started_at: None,
     }
 }
 
@@ -110,6 +114,14 @@ pub async fn run(
     keep: &GlusterVolumeStatus,
     out: &mut Day2,
 ) -> Result<(), Error> {
+    if let Some(r) = out
+        .resize
+        .as_mut()
+        .filter(|r| r.phase == MigrationPhase::Verifying)
+    {
+        // Every file has moved: the check runs end first, whatever the spec says meanwhile.
+        return settle::run(ctx, gv, agents, &vol.name, r).await;
+    }
     let spec_changed = keep.observed_generation != gv.metadata.generation;
     let existing = parse_bricks(&vol.bricks);
     let zones = crate::volume::lookup::zones_of(gc);
@@ -159,6 +171,7 @@ pub async fn run(
                 return Ok(());
             }
             save(ctx, gv, &r, &out.retired).await?;
+            settle::lookups_everywhere(anchor, &name).await?;
             tracing::info!(volume = %name, bricks = ?r.bricks, "adding bricks");
             match anchor
                 .client
@@ -250,6 +263,18 @@ async fn rebalance(
         }
     }
     let anchor = &mut agents[0];
+    if verdict == Migration::Running {
+        let lost = lost_nodes(&st, &anchor.address, r);
+        if !lost.is_empty() {
+            let Some(note) = rerun_lost(&lost, r, "") else {
+                return Ok(());
+            };
+            stop_rebalance(anchor, name).await?;
+            publish_lost(ctx, gv, name, &note).await;
+            verdict = Migration::Start;
+        }
+    }
+    let anchor = &mut agents[0];
     if verdict == Migration::Start {
         tracing::info!(volume = %name, "starting rebalance");
         st = anchor
@@ -263,6 +288,7 @@ async fn rebalance(
             Migration::Failed(_) | Migration::Done => Migration::Running,
             v => v,
         };
+        r.run_started_at = Some(Time(Timestamp::now()));
         plan::stalled(None, r, Timestamp::now(), ctx.config.migration_stall);
     } else if verdict == Migration::Running {
         report_stall(ctx, gv, &before, r).await;
@@ -270,7 +296,7 @@ async fn rebalance(
     r.phase = match verdict {
         Migration::Start => MigrationPhase::Pending,
         Migration::Running => MigrationPhase::InProgress,
-        Migration::Done => MigrationPhase::Completed,
+        Migration::Done => return settle::begin(ctx, gv, agents, name, r).await,
         Migration::Failed(_) => MigrationPhase::Failed,
     };
     Ok(())
@@ -325,6 +351,76 @@ async fn failed_files(
         }
     }
     out
+}
+
+/// The nodes gluster reports in progress although their run stopped (see [`plan::lost`]),
+/// by pool address.
+pub(super) fn lost_nodes(
+    st: &RebalanceStatusResponse,
+    local: &str,
+    r: &ResizeStatus,
+) -> Vec<String> {
+    let nodes = st
+        .nodes
+        .iter()
+        .map(|n| (n.host.as_str(), n.status.as_str(), n.run_time_secs));
+    plan::lost(nodes, r.run_started_at.as_ref(), Timestamp::now())
+        .into_iter()
+        .map(|h| if h == "localhost" { local } else { h }.to_string())
+        .collect()
+}
+
+/// Why a run is stopped and started again: nodes that lost track of it.
+pub(super) fn lost_note(lost: &[String], r: &ResizeStatus) -> String {
+    let since = r
+        .run_started_at
+        .as_ref()
+        .map(|t| Timestamp::now().duration_since(t.0).as_secs().max(0))
+        .unwrap_or_default();
+    format!(
+        "gluster on {} reports the run in progress, {since} s after it started, while the \
+         run time it gives stopped more than {} s before: that node's glusterd lost track of a \
+         rebalance process that has ended. Stopped the run to start it again",
+        lost.join(", "),
+        plan::LOST_AFTER.as_secs()
+    )
+}
+
+/// Counts a run nodes lost track of as a rerun and returns why it runs again, or, once the
+/// runs are used up, fails the resize saying so (`tail` ends the message) and returns none.
+fn rerun_lost(lost: &[String], r: &mut ResizeStatus, tail: &str) -> Option<String> {
+    let note = lost_note(lost, r);
+    if !plan::rerun(1, r.reruns) {
+        r.phase = MigrationPhase::Failed;
+        r.message = Some(format!(
+            "{note}; that was run {} of {}{tail}",
+            r.reruns + 1,
+            plan::MIGRATION_RUNS
+        ));
+        return None;
+    }
+    r.reruns += 1;
+    Some(note)
+}
+
+/// Ends volume `name`'s rebalance run; gluster forgets it and a new start may follow.
+pub(super) async fn stop_rebalance(anchor: &mut NodeAgent, name: &str) -> Result<(), Error> {
+    anchor
+        .client
+        .rebalance_stop(VolumeRequest { name: name.into() })
+        .await
+        .map_err(|s| Error::agent(&anchor.node, s))?;
+    Ok(())
+}
+
+pub(super) async fn publish_lost(ctx: &Context, gv: &GlusterVolume, name: &str, note: &str) {
+    tracing::warn!(volume = %name, "{note}");
+    events::publish(
+        ctx,
+        gv,
+        events::event(true, "MigrationLost", "Reconcile", note),
+    )
+    .await;
 }
 
 /// Keeps the time gluster's counts last changed and, once they have stayed still for the
@@ -457,11 +553,13 @@ async fn shrink(
             }
             r.phase = MigrationPhase::Pending;
             save(ctx, gv, r, retired).await?;
+            settle::lookups_everywhere(anchor, &name).await?;
             tracing::info!(volume = %name, bricks = ?r.bricks, "starting remove-brick");
             match anchor.client.remove_brick_start(req).await {
                 Ok(st) => {
                     progress(r, &st.into_inner(), &anchor.address);
                     r.phase = MigrationPhase::InProgress;
+                    r.run_started_at = Some(Time(Timestamp::now()));
                     plan::stalled(None, r, Timestamp::now(), ctx.config.migration_stall);
                 }
                 Err(s) if s.code() == Code::FailedPrecondition => {
@@ -472,8 +570,25 @@ async fn shrink(
             }
         }
         Migration::Running => {
-            r.phase = MigrationPhase::InProgress;
-            report_stall(ctx, gv, &before, r).await;
+            let lost = lost_nodes(&st, &anchor.address, r);
+            if lost.is_empty() {
+                r.phase = MigrationPhase::InProgress;
+                report_stall(ctx, gv, &before, r).await;
+                return Ok(());
+            }
+            let Some(note) = rerun_lost(&lost, r, ", not committed") else {
+                return Ok(());
+            };
+            // Started again by the next reconcile, after the same checks as the first.
+            anchor
+                .client
+                .remove_brick_stop(req)
+                .await
+                .map_err(|s| Error::agent(&anchor.node, s))?;
+            r.phase = MigrationPhase::Pending;
+            publish_lost(ctx, gv, &name, &note).await;
+            r.message = Some(note);
+            save(ctx, gv, r, retired).await?;
         }
         Migration::Failed(_) => {
             let why = failed_files(agents, &name, &st).await;
@@ -531,6 +646,12 @@ async fn shrink(
                 events::event(false, "BricksRemoved", "Reconcile", &note),
             )
             .await;
+            // Files moved between the remaining sets settle as after an expansion; a single
+            // set holds every file where gluster looks first.
+            let set = layout_of(vol).set_size() as usize;
+            if vol.bricks.len().saturating_sub(r.bricks.len()) / set.max(1) > 1 {
+                settle::begin(ctx, gv, agents, &name, r).await?;
+            }
         }
     }
     Ok(())

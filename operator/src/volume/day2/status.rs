@@ -36,6 +36,20 @@ pub fn conditions(day2: &Day2) -> (Option<Desired>, Option<(&'static str, String
             )),
             None,
         ),
+        MigrationPhase::Verifying => (
+            Some(Desired::new(
+                "Progressing",
+                true,
+                verb,
+                format!(
+                    "every file moved ({} files, {}); checking that each sits on the set \
+                     gluster looks it up on first, lookups search every set meanwhile; {msg}",
+                    r.files_moved,
+                    human_bytes(r.bytes_moved.max(0) as u64)
+                ),
+            )),
+            None,
+        ),
         MigrationPhase::Refused => (Some(Desired::new("Progressing", false, refused, msg)), None),
         MigrationPhase::Failed => (
             Some(Desired::new("Progressing", false, failed, msg.clone())),
@@ -62,6 +76,8 @@ pub(crate) mod tests {
             message: Some("10.0.0.1: failed".into()),
             reruns: 0,
             progressed_at: None,
+            checks: 0,
+            run_started_at: None,
         }
     }
 
@@ -84,6 +100,16 @@ pub(crate) mod tests {
         );
         let (p, d) = conditions(&status(ResizeOperation::Shrink, MigrationPhase::InProgress));
         assert!(p.as_ref().unwrap().status && p.unwrap().message.contains("3 files (3.0Mi)"));
+        assert!(d.is_none());
+        let (p, d) = conditions(&status(ResizeOperation::Expand, MigrationPhase::Verifying));
+        let p = p.unwrap();
+        assert!(p.status && p.reason == "Expanding", "{p:?}");
+        assert!(
+            p.message.contains("every file moved (3 files, 3.0Mi)")
+                && p.message.contains("lookups search every set"),
+            "{}",
+            p.message
+        );
         assert!(d.is_none());
         let (p, d) = conditions(&status(ResizeOperation::Shrink, MigrationPhase::Refused));
         assert_eq!(p.unwrap().reason, "ShrinkRefused");
