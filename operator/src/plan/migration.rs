@@ -62,6 +62,17 @@ pub fn rerun(failures: u64, reruns: u32) -> bool {
     failures > 0 && reruns + 1 < MIGRATION_RUNS
 }
 
+/// What a finished run left for [`rerun`] to weigh: its failed files, or at least one when
+/// gluster reports the run as a whole `failed` or `stopped` (its process died part way, say)
+/// rather than `completed`.
+pub fn unmoved(status: &str, failures: u64) -> u64 {
+    if status == "completed" {
+        failures
+    } else {
+        failures.max(1)
+    }
+}
+
 /// Keeps `now.progressed_at` as it was in `before` while gluster's counts stay the same
 /// (a new run, or changed counts, start the clock again at `now_at`), and says for how long
 /// they have stayed still once that reaches `limit`. Gluster counts a file when it has
@@ -261,6 +272,11 @@ pub(crate) mod tests {
         assert!(rerun(1, 1));
         assert!(!rerun(1, 2), "three runs in all");
         assert!(!rerun(0, 0), "skips only: another run changes nothing");
+        // A run that failed as a whole runs again even with no file counted failed.
+        assert!(rerun(unmoved("failed", 0), 0));
+        assert!(rerun(unmoved("stopped", 0), 1));
+        assert_eq!(unmoved("completed", 0), 0);
+        assert_eq!(unmoved("completed", 3), 3);
     }
 
     #[test]

@@ -242,12 +242,13 @@ async fn rebalance(
     let mut verdict = progress(r, &st, &anchor.address);
     if let Migration::Failed(_) = &verdict {
         let why = failed_files(agents, name, &st).await;
-        if plan::rerun(r.failures as u64, r.reruns) {
+        if plan::rerun(plan::unmoved(&st.status, r.failures as u64), r.reruns) {
             r.reruns += 1;
             let note = format!(
-                "rebalance run {} of {} left {} files unmoved;{why} Running it again",
+                "rebalance run {} of {} ended {} and left {} files unmoved;{why} Running it again",
                 r.reruns,
                 plan::MIGRATION_RUNS,
+                st.status,
                 r.failures
             );
             tracing::warn!(volume = %name, "{note}");
@@ -592,7 +593,7 @@ async fn shrink(
         }
         Migration::Failed(_) => {
             let why = failed_files(agents, &name, &st).await;
-            if !plan::rerun(r.failures as u64, r.reruns) {
+            if !plan::rerun(plan::unmoved(&st.status, r.failures as u64), r.reruns) {
                 r.phase = MigrationPhase::Failed;
                 append(r, &why);
                 return Ok(());
