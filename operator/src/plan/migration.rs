@@ -51,6 +51,16 @@ pub fn migration(status: &str, failures: u64, skipped: u64, shrink: bool) -> Mig
     }
 }
 
+/// Whether a migration step is under way: pending, running or being checked.
+pub fn migrating(resize: Option<&ResizeStatus>) -> bool {
+    resize.is_some_and(|r| {
+        matches!(
+            r.phase,
+            MigrationPhase::Pending | MigrationPhase::InProgress | MigrationPhase::Verifying
+        )
+    })
+}
+
 /// Runs of one migration in all: gluster counts a file it could not look up, lock or open
 /// at that moment as failed, and a later run moves what an earlier one left.
 pub const MIGRATION_RUNS: u32 = 3;
@@ -118,27 +128,35 @@ pub fn stalled_since(r: &ResizeStatus, now: Timestamp, limit: Duration) -> bool 
 /// run time afresh while it runs.
 pub const LOST_AFTER: Duration = Duration::from_secs(60);
 
-/// The nodes (host, gluster's status, run time in seconds) that gluster reports still in
-/// progress although their run time lags the time since the run was started at `started`
-/// by more than [`LOST_AFTER`]: their glusterd lost track of a rebalance process that has
-/// ended (seen on gluster 10.3: the process logged "Rebalance is completed" and exited,
-/// and its node reported "in progress" with the run time frozen from then on).
+/// Why a run is to be stopped and started again, if it is: the nodes (host, gluster's status,
+/// run time in seconds) that gluster reports still in progress although their run time lags
+/// the time since the run was started at `started` by more than [`LOST_AFTER`]. Their
+/// glusterd lost track of a rebalance process that has ended (seen on gluster 10.3: the
+/// process logged "Rebalance is completed" and exited, and its node reported "in progress"
+/// with the run time frozen from then on).
 pub fn lost<'a>(
     nodes: impl IntoIterator<Item = (&'a str, &'a str, f64)>,
     started: Option<&Time>,
     now: Timestamp,
-) -> Vec<&'a str> {
-    let Some(started) = started else {
-        return Vec::new();
-    };
-    let elapsed = still_for(started, now);
-    nodes
+) -> Option<String> {
+    let elapsed = still_for(started?, now);
+    let lost: Vec<&str> = nodes
         .into_iter()
         .filter(|(_, status, run)| {
             *status == "in progress" && Duration::from_secs_f64(run.max(0.0)) + LOST_AFTER < elapsed
         })
         .map(|(host, _, _)| host)
-        .collect()
+        .collect();
+    (!lost.is_empty()).then(|| {
+        format!(
+            "gluster on {} reports the run in progress, {} s after it started, while the run \
+             time it gives stopped more than {} s before: that node's glusterd lost track of a \
+             rebalance process that has ended. Stopped the run to start it again",
+            lost.join(", "),
+            elapsed.as_secs(),
+            LOST_AFTER.as_secs()
+        )
+    })
 }
 
 /// Whole seconds from `since` to `now`; none when the clock went back.
@@ -256,14 +274,40 @@ pub(crate) mod tests {
             ("10.0.0.3", "in progress", 85.0),
         ];
         // Within the grace every node may still be starting.
-        assert!(lost(nodes, Some(&started), at(61)).is_empty());
+        assert_eq!(lost(nodes, Some(&started), at(61)), None);
         // 90 s after the start: one node's run time stands at 1 s, another's kept up.
-        assert_eq!(lost(nodes, Some(&started), at(90)), ["10.0.0.2"]);
+        let why = lost(nodes, Some(&started), at(90)).unwrap();
+        assert!(
+            why.starts_with("gluster on 10.0.0.2 reports the run in progress, 90 s after")
+                && why.contains("more than 60 s before")
+                && !why.contains("10.0.0.3"),
+            "{why}"
+        );
         // A finished node is never lost, and nothing is without a start time.
-        assert!(lost([("h", "completed", 0.0)], Some(&started), at(900)).is_empty());
-        assert!(lost(nodes, None, at(900)).is_empty());
+        assert_eq!(
+            lost([("h", "completed", 0.0)], Some(&started), at(900)),
+            None
+        );
+        assert_eq!(lost(nodes, None, at(900)), None);
         // A clock that went back reads as no time passed.
-        assert!(lost(nodes, Some(&Time(at(900))), t0).is_empty());
+        assert_eq!(lost(nodes, Some(&Time(at(900))), t0), None);
+    }
+
+    #[test]
+    fn a_migration_is_under_way_until_it_completes_fails_or_is_refused() {
+        use gk_api::crd::MigrationPhase::*;
+        for (phase, under_way) in [
+            (Pending, true),
+            (InProgress, true),
+            (Verifying, true),
+            (Completed, false),
+            (Failed, false),
+            (Refused, false),
+        ] {
+            let r = ResizeStatus { phase, ..run(0) };
+            assert_eq!(migrating(Some(&r)), under_way, "{phase:?}");
+        }
+        assert!(!migrating(None));
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub mod zones;
 pub use error::SpecError;
 pub use layout::{layout, layout_of};
 pub use migration::{
-    lost, migration, migration_errors, rerun, stalled, unmoved, Migration, LOST_AFTER,
+    lost, migrating, migration, migration_errors, rerun, stalled, unmoved, Migration, LOST_AFTER,
     MIGRATION_RUNS,
 };
 pub use node::{DiskSlot, NodeSlot};

@@ -6,8 +6,8 @@
 //! moves files to a set the final layout does not name for them, leaving no link file
 //! behind. With `cluster.lookup-optimize` on (gluster's default), a lookup that misses on
 //! the set a name hashes to answers ENOENT: those files vanish for clients, fresh mounts
-//! included, although their data is intact. Seen in 4 of 9 expansions on three to four
-//! nodes here. So while a migration runs, has failed or is being checked, lookups search
+//! included, although their data is intact. Seen in 4 of 9 expansions on four nodes
+//! here. So while a migration runs, has failed or is being checked, lookups search
 //! every set; once every file has moved, rebalance runs again until a run moves nothing,
 //! and only then are lookups optimised again.
 
@@ -49,11 +49,17 @@ pub fn after_check(moved: u64, failures: u64, skipped: u64, checks: u32) -> Chec
     ))
 }
 
-/// The value of `cluster.lookup-optimize` for a volume whose latest resize is `resize` and
-/// whose own options set it to `own`: off while files may sit off the set gluster looks up
-/// first (a migration pending, in progress, being checked, or failed part way), otherwise
-/// the volume's own value, or gluster's default, on.
-pub fn lookup_optimize(resize: Option<&ResizeStatus>, own: Option<&str>) -> String {
+/// What to set `cluster.lookup-optimize` to, if anything, for a volume whose latest resize
+/// is `resize`, whose own options set it to `own`, and on which gluster has it explicitly
+/// set to `current`: off while files may sit off the set gluster looks up first (a
+/// migration pending, in progress, being checked, or failed part way); otherwise the
+/// volume's own value; otherwise on again where a migration left it set, and nothing where
+/// gluster's default (on) holds, so settled volumes are never set again.
+pub fn lookup_optimize(
+    resize: Option<&ResizeStatus>,
+    own: Option<&str>,
+    current: Option<&str>,
+) -> Option<String> {
     let unsettled = resize.is_some_and(|r| {
         matches!(
             r.phase,
@@ -64,10 +70,9 @@ pub fn lookup_optimize(resize: Option<&ResizeStatus>, own: Option<&str>) -> Stri
         )
     });
     if unsettled {
-        "off".into()
-    } else {
-        own.unwrap_or("on").into()
+        return Some("off".into());
     }
+    own.or(current.map(|_| "on")).map(String::from)
 }
 
 #[cfg(test)]
@@ -83,36 +88,36 @@ mod tests {
 
     #[test]
     fn lookups_search_every_set_until_a_migration_settles() {
+        let off = Some("off".to_string());
+        let on = Some("on".to_string());
         for phase in [
             MigrationPhase::Pending,
             MigrationPhase::InProgress,
             MigrationPhase::Verifying,
             MigrationPhase::Failed,
         ] {
+            let r = resize(phase);
+            assert_eq!(lookup_optimize(Some(&r), None, None), off, "{phase:?}");
             assert_eq!(
-                lookup_optimize(Some(&resize(phase)), None),
-                "off",
-                "{phase:?}"
-            );
-            assert_eq!(
-                lookup_optimize(Some(&resize(phase)), Some("on")),
-                "off",
+                lookup_optimize(Some(&r), Some("on"), Some("on")),
+                off,
                 "the volume's own value waits for the migration: {phase:?}"
             );
         }
         for phase in [MigrationPhase::Completed, MigrationPhase::Refused] {
+            let r = resize(phase);
             assert_eq!(
-                lookup_optimize(Some(&resize(phase)), None),
-                "on",
-                "{phase:?}"
+                lookup_optimize(Some(&r), None, Some("off")),
+                on,
+                "set on again after a migration: {phase:?}"
             );
+            assert_eq!(lookup_optimize(Some(&r), None, None), None, "{phase:?}");
         }
-        assert_eq!(lookup_optimize(None, None), "on");
-        assert_eq!(lookup_optimize(None, Some("off")), "off");
-        assert_eq!(
-            lookup_optimize(Some(&resize(MigrationPhase::Completed)), Some("off")),
-            "off"
-        );
+        // Gluster's default holds: nothing is set on a volume no migration touched.
+        assert_eq!(lookup_optimize(None, None, None), None);
+        assert_eq!(lookup_optimize(None, Some("off"), None), off);
+        let done = resize(MigrationPhase::Completed);
+        assert_eq!(lookup_optimize(Some(&done), Some("off"), Some("off")), off);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use gk_agent::proto::{HealInfoResponse, RejectedOption, Volume, VolumeStatusResponse};
-use gk_api::crd::{BrickStatus, Capacity, GlusterVolumeStatus, MigrationPhase, MountInfo};
+use gk_api::crd::{BrickStatus, Capacity, GlusterVolumeStatus, MountInfo};
 use gk_api::units::human_bytes;
 
 use super::day2::state::Day2;
@@ -253,12 +253,7 @@ pub fn compute(o: &Observed) -> Outcome {
     };
     // Restarted only on gluster's word, never on a guess.
     let dead_on_live_nodes = st.is_some() && !restart_on(&status.bricks, o.live).is_empty();
-    let migrating = status.resize.as_ref().is_some_and(|r| {
-        matches!(
-            r.phase,
-            MigrationPhase::Pending | MigrationPhase::InProgress | MigrationPhase::Verifying
-        )
-    });
+    let migrating = crate::plan::migrating(status.resize.as_ref());
     // A peer that missed the start's commit (its transaction timed out under load) still
     // holds the volume stopped, and every status call fails there while this peer calls it
     // Started; `volume start force` starts it on that peer too.
@@ -706,11 +701,11 @@ mod tests {
             checks: 0,
             run_started_at: None,
         };
-        c.day2.resize = Some(resize(MigrationPhase::InProgress));
+        c.day2.resize = Some(resize(gk_api::crd::MigrationPhase::InProgress));
         let o = c.run();
         assert_eq!(summary(&o)[2], (true, "Expanding".into()));
         assert_eq!(o.next, Next::Migrating);
-        c.day2.resize = Some(resize(MigrationPhase::Failed));
+        c.day2.resize = Some(resize(gk_api::crd::MigrationPhase::Failed));
         let o = c.run();
         assert_eq!(summary(&o)[1], (true, "RebalanceFailed".into()));
         assert_eq!(summary(&o)[2], (false, "RebalanceFailed".into()));

@@ -1,10 +1,12 @@
 //! Day-two changes to an existing gluster volume, each in its own file: bricks replaced
 //! (`replace`, from the GlusterCluster's spec.replacements), then the brick count raised or
-//! lowered (`resize`), whose migrations are settled by check runs (`settle`). `status` says
-//! what they mean for the volume's conditions.
+//! lowered (`resize`), whose migrations are settled by check runs (`settle`); both read and
+//! steer gluster's runs through `runs`. `status` says what they mean for the volume's
+//! conditions.
 
 pub mod replace;
 pub mod resize;
+pub mod runs;
 pub mod settle;
 pub mod state;
 pub mod status;
@@ -27,6 +29,13 @@ pub async fn run(
     vol: &AgentVolume,
     keep: &GlusterVolumeStatus,
 ) -> Result<Day2, Error> {
+    let fresh;
+    let keep = if crate::plan::migrating(keep.resize.as_ref()) {
+        fresh = state::fresh(ctx, gv).await?;
+        &fresh
+    } else {
+        keep
+    };
     let mut out = Day2 {
         resize: keep.resize.clone(),
         retired: keep.retired_bricks.clone(),

@@ -17,44 +17,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use tonic::Code;
 
+use super::runs::{self, totals};
 use super::settle;
 use super::state::{not_started, parse_bricks, save, Day2};
 use crate::context::Context;
 use crate::plan::{self, layout_of, Migration, NodeSlot, Resize};
 use crate::{events, safety, Error};
-
-/// Sums over nodes and gluster's words per node; gluster calls the node it asked `localhost`,
-/// shown here by its pool address.
-pub(super) fn totals(r: &RebalanceStatusResponse, local: &str) -> (i64, i64, i64, i64, String) {
-    let sum =
-        |f: fn(&gk_agent::proto::RebalanceNode) -> u64| r.nodes.iter().map(f).sum::<u64>() as i64;
-    let per_node = r
-        .nodes
-        .iter()
-        .map(|n| {
-            format!(
-                "{}: {} ({} files, {} failures, {} skipped)",
-                if n.host == "localhost" {
-                    local
-                } else {
-                    &n.host
-                },
-                n.status,
-                n.files,
-                n.failures,
-                n.skipped
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
-    (
-        sum(|n| n.files),
-        sum(|n| n.size_bytes),
-        sum(|n| n.failures),
-        sum(|n| n.skipped),
-        per_node,
-    )
-}
 
 /// Copies gluster's progress into `r` and says what to do next.
 fn progress(r: &mut ResizeStatus, st: &RebalanceStatusResponse, local: &str) -> Migration {
@@ -251,13 +219,7 @@ async fn rebalance(
                 st.status,
                 r.failures
             );
-            tracing::warn!(volume = %name, "{note}");
-            events::publish(
-                ctx,
-                gv,
-                events::event(true, "MigrationRerun", "Reconcile", &note),
-            )
-            .await;
+            runs::warn(ctx, gv, name, "MigrationRerun", &note).await;
             verdict = Migration::Start;
         } else {
             append(r, &why);
@@ -265,17 +227,15 @@ async fn rebalance(
     }
     let anchor = &mut agents[0];
     if verdict == Migration::Running {
-        let lost = lost_nodes(&st, &anchor.address, r);
-        if !lost.is_empty() {
-            let Some(note) = rerun_lost(&lost, r, "") else {
+        if let Some(lost) = runs::lost(&st, &anchor.address, r) {
+            let Some(note) = rerun_lost(lost, r, "") else {
                 return Ok(());
             };
-            stop_rebalance(anchor, name).await?;
-            publish_lost(ctx, gv, name, &note).await;
+            runs::stop_rebalance(anchor, name).await?;
+            runs::warn(ctx, gv, name, "MigrationLost", &note).await;
             verdict = Migration::Start;
         }
     }
-    let anchor = &mut agents[0];
     if verdict == Migration::Start {
         tracing::info!(volume = %name, "starting rebalance");
         st = anchor
@@ -354,43 +314,10 @@ async fn failed_files(
     out
 }
 
-/// The nodes gluster reports in progress although their run stopped (see [`plan::lost`]),
-/// by pool address.
-pub(super) fn lost_nodes(
-    st: &RebalanceStatusResponse,
-    local: &str,
-    r: &ResizeStatus,
-) -> Vec<String> {
-    let nodes = st
-        .nodes
-        .iter()
-        .map(|n| (n.host.as_str(), n.status.as_str(), n.run_time_secs));
-    plan::lost(nodes, r.run_started_at.as_ref(), Timestamp::now())
-        .into_iter()
-        .map(|h| if h == "localhost" { local } else { h }.to_string())
-        .collect()
-}
-
-/// Why a run is stopped and started again: nodes that lost track of it.
-pub(super) fn lost_note(lost: &[String], r: &ResizeStatus) -> String {
-    let since = r
-        .run_started_at
-        .as_ref()
-        .map(|t| Timestamp::now().duration_since(t.0).as_secs().max(0))
-        .unwrap_or_default();
-    format!(
-        "gluster on {} reports the run in progress, {since} s after it started, while the \
-         run time it gives stopped more than {} s before: that node's glusterd lost track of a \
-         rebalance process that has ended. Stopped the run to start it again",
-        lost.join(", "),
-        plan::LOST_AFTER.as_secs()
-    )
-}
-
-/// Counts a run nodes lost track of as a rerun and returns why it runs again, or, once the
-/// runs are used up, fails the resize saying so (`tail` ends the message) and returns none.
-fn rerun_lost(lost: &[String], r: &mut ResizeStatus, tail: &str) -> Option<String> {
-    let note = lost_note(lost, r);
+/// Counts a run nodes lost track of (`note` says which) as a rerun and returns why it runs
+/// again, or, once the runs are used up, fails the resize saying so (`tail` ends the
+/// message) and returns none.
+fn rerun_lost(note: String, r: &mut ResizeStatus, tail: &str) -> Option<String> {
     if !plan::rerun(1, r.reruns) {
         r.phase = MigrationPhase::Failed;
         r.message = Some(format!(
@@ -402,26 +329,6 @@ fn rerun_lost(lost: &[String], r: &mut ResizeStatus, tail: &str) -> Option<Strin
     }
     r.reruns += 1;
     Some(note)
-}
-
-/// Ends volume `name`'s rebalance run; gluster forgets it and a new start may follow.
-pub(super) async fn stop_rebalance(anchor: &mut NodeAgent, name: &str) -> Result<(), Error> {
-    anchor
-        .client
-        .rebalance_stop(VolumeRequest { name: name.into() })
-        .await
-        .map_err(|s| Error::agent(&anchor.node, s))?;
-    Ok(())
-}
-
-pub(super) async fn publish_lost(ctx: &Context, gv: &GlusterVolume, name: &str, note: &str) {
-    tracing::warn!(volume = %name, "{note}");
-    events::publish(
-        ctx,
-        gv,
-        events::event(true, "MigrationLost", "Reconcile", note),
-    )
-    .await;
 }
 
 /// Keeps the time gluster's counts last changed and, once they have stayed still for the
@@ -571,13 +478,12 @@ async fn shrink(
             }
         }
         Migration::Running => {
-            let lost = lost_nodes(&st, &anchor.address, r);
-            if lost.is_empty() {
+            let Some(lost) = runs::lost(&st, &anchor.address, r) else {
                 r.phase = MigrationPhase::InProgress;
                 report_stall(ctx, gv, &before, r).await;
                 return Ok(());
-            }
-            let Some(note) = rerun_lost(&lost, r, ", not committed") else {
+            };
+            let Some(note) = rerun_lost(lost, r, ", not committed") else {
                 return Ok(());
             };
             // Started again by the next reconcile, after the same checks as the first.
@@ -587,7 +493,7 @@ async fn shrink(
                 .await
                 .map_err(|s| Error::agent(&anchor.node, s))?;
             r.phase = MigrationPhase::Pending;
-            publish_lost(ctx, gv, &name, &note).await;
+            runs::warn(ctx, gv, &name, "MigrationLost", &note).await;
             r.message = Some(note);
             save(ctx, gv, r, retired).await?;
         }
@@ -616,13 +522,7 @@ async fn shrink(
                 r.failures,
                 r.bricks.join(" ")
             );
-            tracing::warn!(volume = %name, "{note}");
-            events::publish(
-                ctx,
-                gv,
-                events::event(true, "MigrationRerun", "Reconcile", &note),
-            )
-            .await;
+            runs::warn(ctx, gv, &name, "MigrationRerun", &note).await;
             r.message = Some(note);
             save(ctx, gv, r, retired).await?;
         }

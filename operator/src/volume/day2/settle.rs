@@ -5,15 +5,14 @@
 use gk_agent::proto::{VolumeRequest, VolumeSetRequest};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterVolume, MigrationPhase, ResizeStatus};
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::resize::{lost_nodes, lost_note, publish_lost, stop_rebalance, totals};
+use super::runs::{self, totals};
 use super::state::not_started;
 use crate::context::Context;
 use crate::plan::{self, Check, Migration};
-use crate::{events, Error};
+use crate::Error;
 
 /// Makes lookups of volume `name` search every set (`cluster.lookup-optimize off`) before
 /// gluster starts moving files, so none can vanish from clients while they move.
@@ -58,51 +57,52 @@ pub async fn run(
     name: &str,
     r: &mut ResizeStatus,
 ) -> Result<(), Error> {
-    let req = || VolumeRequest { name: name.into() };
+    if r.checks == 0 {
+        r.checks = 1;
+        return start(&mut agents[0], name, r).await;
+    }
     let anchor = &mut agents[0];
-    if r.checks > 0 {
-        let st = not_started(anchor.client.rebalance_status(req()).await, &anchor.node)?;
-        let (moved, bytes, failures, skipped, per_node) = totals(&st, &anchor.address);
-        let verdict = plan::migration(&st.status, failures as u64, skipped as u64, false);
-        let failures = match verdict {
-            Migration::Running => {
-                let lost = lost_nodes(&st, &anchor.address, r);
-                if lost.is_empty() {
-                    r.message = Some(format!(
-                        "check run {} of {}: {per_node}",
-                        r.checks,
-                        plan::CHECK_RUNS
-                    ));
-                    return Ok(());
-                }
-                let note = lost_note(&lost, r);
-                if r.checks >= plan::CHECK_RUNS {
-                    r.phase = MigrationPhase::Failed;
-                    r.message = Some(format!(
-                        "{note}; that was check run {} of {}. Lookups keep searching every \
-                         set, so every file stays readable; set the brick count again to run \
-                         the migration anew",
-                        r.checks,
-                        plan::CHECK_RUNS
-                    ));
-                    return Ok(());
-                }
-                stop_rebalance(anchor, name).await?;
-                publish_lost(ctx, gv, name, &note).await;
-                r.checks += 1;
-                None
+    let st = not_started(
+        anchor
+            .client
+            .rebalance_status(VolumeRequest { name: name.into() })
+            .await,
+        &anchor.node,
+    )?;
+    let (moved, bytes, failures, skipped, per_node) = totals(&st, &anchor.address);
+    match plan::migration(&st.status, failures as u64, skipped as u64, false) {
+        Migration::Running => {
+            let Some(note) = runs::lost(&st, &anchor.address, r) else {
+                r.message = Some(format!(
+                    "check run {} of {}: {per_node}",
+                    r.checks,
+                    plan::CHECK_RUNS
+                ));
+                return Ok(());
+            };
+            if r.checks >= plan::CHECK_RUNS {
+                r.phase = MigrationPhase::Failed;
+                r.message = Some(format!(
+                    "{note}; that was check run {} of {}. Lookups keep searching every set, \
+                     so every file stays readable; set the brick count again to run the \
+                     migration anew",
+                    r.checks,
+                    plan::CHECK_RUNS
+                ));
+                return Ok(());
             }
-            // Gluster forgot the run (a glusterd restarted): it starts again below.
-            Migration::Start => None,
+            runs::stop_rebalance(anchor, name).await?;
+            runs::warn(ctx, gv, name, "MigrationLost", &note).await;
+            r.checks += 1;
+        }
+        // Gluster forgot the run (a glusterd restarted): it starts again.
+        Migration::Start => {}
+        Migration::Done | Migration::Failed(_) => {
             // A run that failed or was stopped as a whole settles nothing.
-            Migration::Failed(_) if st.status != "completed" => Some(failures.max(1)),
-            Migration::Failed(_) | Migration::Done => Some(failures),
-        };
-        if let Some(failures) = failures {
+            let failures = plan::unmoved(&st.status, failures as u64);
             r.files_moved += moved;
             r.bytes_moved += bytes;
-            let check = plan::after_check(moved as u64, failures as u64, skipped as u64, r.checks);
-            match check {
+            match plan::after_check(moved as u64, failures, skipped as u64, r.checks) {
                 Check::Settled => {
                     r.phase = MigrationPhase::Completed;
                     r.message = Some(format!(
@@ -114,15 +114,10 @@ pub async fn run(
                 }
                 Check::Unsettled(why) => {
                     r.phase = MigrationPhase::Failed;
-                    r.failures = failures;
+                    r.failures = failures as i64;
                     r.skipped = skipped;
                     r.message = Some(format!("{why}. Per node: {per_node}"));
-                    events::publish(
-                        ctx,
-                        gv,
-                        events::event(true, "MigrationUnsettled", "Reconcile", &why),
-                    )
-                    .await;
+                    runs::warn(ctx, gv, name, "MigrationUnsettled", &why).await;
                     return Ok(());
                 }
                 Check::Again => {
@@ -133,25 +128,21 @@ pub async fn run(
                         r.checks,
                         plan::CHECK_RUNS
                     );
-                    tracing::warn!(volume = %name, "{note}");
-                    events::publish(
-                        ctx,
-                        gv,
-                        events::event(true, "MigrationCheckMoved", "Reconcile", &note),
-                    )
-                    .await;
+                    runs::warn(ctx, gv, name, "MigrationCheckMoved", &note).await;
                     r.checks += 1;
                 }
             }
         }
-    } else {
-        r.checks = 1;
     }
+    start(anchor, name, r).await
+}
+
+/// Starts check run `r.checks`.
+async fn start(anchor: &mut NodeAgent, name: &str, r: &mut ResizeStatus) -> Result<(), Error> {
     tracing::info!(volume = %name, check = r.checks, "starting a check run");
-    let anchor = &mut agents[0];
     anchor
         .client
-        .rebalance_start(req())
+        .rebalance_start(VolumeRequest { name: name.into() })
         .await
         .map_err(|s| Error::agent(&anchor.node, s))?;
     r.run_started_at = Some(Time(Timestamp::now()));

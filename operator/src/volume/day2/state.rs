@@ -2,7 +2,7 @@
 //! bricks that left the volume, recorded in status before gluster is asked to act.
 
 use gk_agent::proto::RebalanceStatusResponse;
-use gk_api::crd::{GlusterVolume, ResizeStatus};
+use gk_api::crd::{GlusterVolume, GlusterVolumeStatus, ResizeStatus};
 use gk_gluster::Brick;
 use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
@@ -38,6 +38,16 @@ pub fn not_started(
         }
         Err(s) => Err(Error::agent(node, s)),
     }
+}
+
+/// The volume's status as the apiserver holds it now. The controller's cache can still
+/// hold the status from before the last reconcile's write, and a step of a migration must
+/// not be taken twice: a finished check run read again as the end of the first run (seen)
+/// lost the first run's counts and started the checks anew.
+pub async fn fresh(ctx: &Context, gv: &GlusterVolume) -> Result<GlusterVolumeStatus, Error> {
+    let api: Api<GlusterVolume> =
+        Api::namespaced(ctx.client.clone(), &gv.namespace().unwrap_or_default());
+    Ok(api.get(&gv.name_any()).await?.status.unwrap_or_default())
 }
 
 pub fn parse_bricks(list: &[String]) -> Vec<Brick> {

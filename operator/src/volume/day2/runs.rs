@@ -1,0 +1,75 @@
+//! A gluster migration run as the day-two steps read and steer it: its counts summed over
+//! nodes, the nodes that lost track of it, and stopping it. Resizing and settling both use
+//! these; neither owns them.
+
+use gk_agent::proto::{RebalanceStatusResponse, VolumeRequest};
+use gk_api::agents::NodeAgent;
+use gk_api::crd::{GlusterVolume, ResizeStatus};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::context::Context;
+use crate::{events, plan, Error};
+
+/// Sums over nodes and gluster's words per node; gluster calls the node it asked `localhost`,
+/// shown here by its pool address.
+pub fn totals(r: &RebalanceStatusResponse, local: &str) -> (i64, i64, i64, i64, String) {
+    let sum =
+        |f: fn(&gk_agent::proto::RebalanceNode) -> u64| r.nodes.iter().map(f).sum::<u64>() as i64;
+    let per_node = r
+        .nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "{}: {} ({} files, {} failures, {} skipped)",
+                if n.host == "localhost" {
+                    local
+                } else {
+                    &n.host
+                },
+                n.status,
+                n.files,
+                n.failures,
+                n.skipped
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    (
+        sum(|n| n.files),
+        sum(|n| n.size_bytes),
+        sum(|n| n.failures),
+        sum(|n| n.skipped),
+        per_node,
+    )
+}
+
+/// Why the run is to be stopped and started again, when gluster reports nodes in progress
+/// whose run stopped (see [`plan::lost`]); nodes are named by pool address.
+pub fn lost(st: &RebalanceStatusResponse, local: &str, r: &ResizeStatus) -> Option<String> {
+    let nodes = st.nodes.iter().map(|n| {
+        let host = if n.host == "localhost" {
+            local
+        } else {
+            &n.host
+        };
+        (host, n.status.as_str(), n.run_time_secs)
+    });
+    plan::lost(nodes, r.run_started_at.as_ref(), Timestamp::now())
+}
+
+/// Ends volume `name`'s rebalance run; gluster forgets it and a new start may follow.
+pub async fn stop_rebalance(anchor: &mut NodeAgent, name: &str) -> Result<(), Error> {
+    anchor
+        .client
+        .rebalance_stop(VolumeRequest { name: name.into() })
+        .await
+        .map_err(|s| Error::agent(&anchor.node, s))?;
+    Ok(())
+}
+
+/// Says `note` in the operator's log and in a Warning event with `reason` on the volume:
+/// how a run started again, another run owed, or a migration given up is told.
+pub async fn warn(ctx: &Context, gv: &GlusterVolume, name: &str, reason: &str, note: &str) {
+    tracing::warn!(volume = %name, "{note}");
+    events::publish(ctx, gv, events::event(true, reason, "Reconcile", note)).await;
+}
