@@ -49,17 +49,12 @@ pub fn after_check(moved: u64, failures: u64, skipped: u64, checks: u32) -> Chec
     ))
 }
 
-/// What to set `cluster.lookup-optimize` to, if anything, for a volume whose latest resize
-/// is `resize`, whose own options set it to `own`, and on which gluster has it explicitly
-/// set to `current`: off while files may sit off the set gluster looks up first (a
-/// migration pending, in progress, being checked, or failed part way); otherwise the
-/// volume's own value; otherwise on again where a migration left it set, and nothing where
-/// gluster's default (on) holds, so settled volumes are never set again.
-pub fn lookup_optimize(
-    resize: Option<&ResizeStatus>,
-    own: Option<&str>,
-    current: Option<&str>,
-) -> Option<String> {
+/// What to set `cluster.lookup-optimize` to on a volume whose latest resize is `resize` and
+/// whose own options set it to `own`: off while files may sit off the set gluster looks up
+/// first (a migration pending, in progress, being checked, or failed part way), otherwise
+/// the volume's own value, or gluster's default, on. It is always set (the agent sets
+/// only what differs, so a settled volume is set once).
+pub fn lookup_optimize(resize: Option<&ResizeStatus>, own: Option<&str>) -> String {
     let unsettled = resize.is_some_and(|r| {
         matches!(
             r.phase,
@@ -70,9 +65,10 @@ pub fn lookup_optimize(
         )
     });
     if unsettled {
-        return Some("off".into());
+        "off".into()
+    } else {
+        own.unwrap_or("on").into()
     }
-    own.or(current.map(|_| "on")).map(String::from)
 }
 
 #[cfg(test)]
@@ -88,8 +84,6 @@ mod tests {
 
     #[test]
     fn lookups_search_every_set_until_a_migration_settles() {
-        let off = Some("off".to_string());
-        let on = Some("on".to_string());
         for phase in [
             MigrationPhase::Pending,
             MigrationPhase::InProgress,
@@ -97,27 +91,24 @@ mod tests {
             MigrationPhase::Failed,
         ] {
             let r = resize(phase);
-            assert_eq!(lookup_optimize(Some(&r), None, None), off, "{phase:?}");
+            assert_eq!(lookup_optimize(Some(&r), None), "off", "{phase:?}");
             assert_eq!(
-                lookup_optimize(Some(&r), Some("on"), Some("on")),
-                off,
+                lookup_optimize(Some(&r), Some("on")),
+                "off",
                 "the volume's own value waits for the migration: {phase:?}"
             );
         }
         for phase in [MigrationPhase::Completed, MigrationPhase::Refused] {
-            let r = resize(phase);
             assert_eq!(
-                lookup_optimize(Some(&r), None, Some("off")),
-                on,
-                "set on again after a migration: {phase:?}"
+                lookup_optimize(Some(&resize(phase)), None),
+                "on",
+                "{phase:?}"
             );
-            assert_eq!(lookup_optimize(Some(&r), None, None), None, "{phase:?}");
         }
-        // Gluster's default holds: nothing is set on a volume no migration touched.
-        assert_eq!(lookup_optimize(None, None, None), None);
-        assert_eq!(lookup_optimize(None, Some("off"), None), off);
+        assert_eq!(lookup_optimize(None, None), "on");
+        assert_eq!(lookup_optimize(None, Some("off")), "off");
         let done = resize(MigrationPhase::Completed);
-        assert_eq!(lookup_optimize(Some(&done), Some("off"), Some("off")), off);
+        assert_eq!(lookup_optimize(Some(&done), Some("off")), "off");
     }
 
     #[test]

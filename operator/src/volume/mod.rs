@@ -146,7 +146,7 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
             // bricks first start, since a brick reads server.ssl only when it starts (one
             // started without it serves clients without TLS). A refused access option stops
             // here, as it does below.
-            let lookups = options::lookups(gv, keep.resize.as_ref(), Some(v));
+            let lookups = options::lookups(gv, keep.resize.as_ref());
             options::apply(ctx, gv, &gc, &name, &mut agents[0], access.clone(), lookups).await?;
             agents[0]
                 .client
@@ -169,8 +169,7 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
             blocked: None,
         },
     };
-    // `existing` is read before the day-two step: a value it set this round shows next round.
-    let lookups = options::lookups(gv, day2.resize.as_ref(), existing.as_ref());
+    let lookups = options::lookups(gv, day2.resize.as_ref());
     let applied = options::apply(ctx, gv, &gc, &name, &mut agents[0], access, lookups).await?;
     observe::run(gv, ctx, &gc, &name, &mut agents, &applied, day2).await
 }

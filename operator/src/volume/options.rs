@@ -57,15 +57,10 @@ pub fn access(gv: &GlusterVolume, gc: &GlusterCluster) -> Result<Vec<(String, St
 }
 
 /// What `cluster.lookup-optimize` is to be set to on `gv`'s volume, whose latest resize is
-/// `resize` and whose options in gluster are `current` (see [`plan::settle`]).
-pub fn lookups(
-    gv: &GlusterVolume,
-    resize: Option<&ResizeStatus>,
-    current: Option<&gk_agent::proto::Volume>,
-) -> Option<String> {
+/// `resize` (see [`plan::settle`]).
+pub fn lookups(gv: &GlusterVolume, resize: Option<&ResizeStatus>) -> String {
     let own = gv.spec.options.get(plan::LOOKUP_OPTIMIZE);
-    let current = current.and_then(|v| v.options.get(plan::LOOKUP_OPTIMIZE));
-    plan::lookup_optimize(resize, own.map(String::as_str), current.map(String::as_str))
+    plan::lookup_optimize(resize, own.map(String::as_str))
 }
 
 /// What setting a volume's options left: the options gluster refused, and the volume as
@@ -106,8 +101,8 @@ fn not_set_in_time(
 /// describes it afterwards (status reads it from there, not with another CLI run). A
 /// refused access option keeps the volume from being Ready (it might admit clients it
 /// should refuse). Options not set within [`SET_WAIT`] are reported as not set, and the
-/// volume is read without them. `lookups` is what `cluster.lookup-optimize` is set to, if
-/// anything (see [`lookups`]).
+/// volume is read without them. `lookups` is what `cluster.lookup-optimize` is set to (see
+/// [`lookups`]).
 pub async fn apply(
     ctx: &Context,
     gv: &GlusterVolume,
@@ -115,11 +110,11 @@ pub async fn apply(
     name: &str,
     anchor: &mut NodeAgent,
     access: Vec<(String, String)>,
-    lookups: Option<String>,
+    lookups: String,
 ) -> Result<Applied, Error> {
     let profile = plan::profile_of(&gv.spec, &gc.spec);
     let mut options = plan::options(profile, plan::layout(&gv.spec)?, &gv.spec.options);
-    options.extend(lookups.map(|v| (plan::LOOKUP_OPTIMIZE.to_string(), v)));
+    options.insert(plan::LOOKUP_OPTIMIZE.into(), lookups);
     options.extend(access);
     let asked = anchor.client.volume_set(VolumeSetRequest {
         name: name.to_string(),
