@@ -18,8 +18,8 @@ pub mod zones;
 pub use error::SpecError;
 pub use layout::{layout, layout_of};
 pub use migration::{
-    lost, migrating, migration, migration_errors, rerun, stalled, unmoved, Migration, LOST_AFTER,
-    MIGRATION_RUNS,
+    lost, migrating, migration, migration_errors, overall, rerun, stalled, unmoved, Migration,
+    LOST_AFTER, MIGRATION_RUNS,
 };
 pub use node::{DiskSlot, NodeSlot};
 pub use placement::{bricks, replacements, resize, Resize};

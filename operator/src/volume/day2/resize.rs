@@ -19,7 +19,7 @@ use tonic::Code;
 
 use super::runs::{self, totals};
 use super::settle;
-use super::state::{not_started, parse_bricks, save, Day2};
+use super::state::{parse_bricks, run_status, save, Day2};
 use crate::context::Context;
 use crate::plan::{self, layout_of, Migration, NodeSlot, Resize};
 use crate::{events, safety, Error};
@@ -205,7 +205,7 @@ async fn rebalance(
 ) -> Result<(), Error> {
     let req = || VolumeRequest { name: name.into() };
     let anchor = &mut agents[0];
-    let mut st = not_started(anchor.client.rebalance_status(req()).await, &anchor.node)?;
+    let mut st = run_status(anchor.client.rebalance_status(req()).await, &anchor.node)?;
     let before = r.clone();
     let mut verdict = progress(r, &st, &anchor.address);
     if let Migration::Failed(_) = &verdict {
@@ -436,7 +436,7 @@ async fn shrink(
         bricks: r.bricks.clone(),
     };
     let anchor = &mut agents[0];
-    let st = not_started(
+    let st = run_status(
         anchor.client.remove_brick_status(req.clone()).await,
         &anchor.node,
     )?;

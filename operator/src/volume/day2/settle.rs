@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::runs::{self, totals};
-use super::state::not_started;
+use super::state::run_status;
 use crate::context::Context;
 use crate::plan::{self, Check, Migration};
 use crate::Error;
@@ -62,7 +62,7 @@ pub async fn run(
         return start(&mut agents[0], name, r).await;
     }
     let anchor = &mut agents[0];
-    let st = not_started(
+    let st = run_status(
         anchor
             .client
             .rebalance_status(VolumeRequest { name: name.into() })

@@ -10,7 +10,7 @@ use serde_json::json;
 use tonic::Code;
 
 use crate::context::Context;
-use crate::Error;
+use crate::{plan, Error};
 
 /// What the day-two step leaves for status.
 #[derive(Debug, Default)]
@@ -21,15 +21,21 @@ pub struct Day2 {
     pub blocked: Option<(&'static str, String)>,
 }
 
+/// Gluster's status of a migration run, its overall word as [`plan::overall`] reads it.
 /// Gluster answers a status query for a migration that never ran with an error ("Rebalance
 /// not started for volume v.", "remove-brick not started ..."): that is the status "not
 /// started", not a failure.
-pub fn not_started(
+pub fn run_status(
     answer: Result<tonic::Response<RebalanceStatusResponse>, tonic::Status>,
     node: &str,
 ) -> Result<RebalanceStatusResponse, Error> {
     match answer {
-        Ok(r) => Ok(r.into_inner()),
+        Ok(r) => {
+            let mut r = r.into_inner();
+            let overall = plan::overall(&r.status, r.nodes.iter().map(|n| n.status.as_str()));
+            r.status = overall.to_string();
+            Ok(r)
+        }
         Err(s) if s.code() == Code::FailedPrecondition && s.message().contains("not started") => {
             Ok(RebalanceStatusResponse {
                 status: "not started".into(),
