@@ -75,11 +75,16 @@ const SERVER_KEEPALIVE: &str = "a brick notices within about 5 s that a client's
 pub const TUNED: &[ProfileOption] = &[
     ProfileOption {
         key: "network.ping-timeout",
-        value: "5",
-        reason: "clients block all I/O for up to twice ping-timeout when a brick host vanishes \
-                 without closing its connections (measured: 17-20 s at 10, 5.6-7.7 s at 5, \
-                 no spurious disconnect under a 200 MB write); gluster's 42 s stalls pods for \
-                 minutes. A backstop for a brick that hangs but stays reachable",
+        value: "10",
+        reason: "above the 5 s that glusterd 10.3 sleeps, holding its big lock, each time it \
+                 spawns a rebalance process: at 5, a remove-brick or rebalance process that \
+                 asked a peer's glusterd for a brick port during that sleep gave the brick up \
+                 5 s later and failed its run (`fix layout on / failed`, CI at e25b79d). A \
+                 backstop for a brick that hangs but stays reachable: a node whose link is \
+                 cut is given up by client.tcp-user-timeout and keepalive below (node-cut \
+                 stall median 2.3 s at both 5 and 10, no ping-timer expiry; \
+                 docs/benchmarks/datapath-levers-failover-ping.md); gluster's 42 s stalls pods \
+                 for minutes",
         applies: Applies::All,
     },
     ProfileOption {
