@@ -375,6 +375,8 @@ pub(crate) mod tests {
     fn migrations_succeed_only_when_every_file_moved() {
         assert_eq!(migration("not started", 0, 0, false), Migration::Start);
         assert_eq!(migration("in progress", 3, 0, true), Migration::Running);
+        // The agent's answer to a start whose status gluster could not give yet.
+        assert_eq!(migration("started", 0, 0, true), Migration::Running);
         assert_eq!(
             migration("fix-layout in progress", 0, 0, false),
             Migration::Running

@@ -517,6 +517,26 @@ fn subdir_lock(volume: &str, path: &str) -> String {
     format!("subdir:{volume}:{path}")
 }
 
+/// The answer to a migration start gluster accepted: its status, or `started` when gluster
+/// cannot give one yet. Right after a start, glusterd's status query can fail ("Glusterd
+/// Syncop Mgmt brick op 'Rebalance' failed", seen while a node's process was still
+/// starting); the start itself stands, so it is not reported as failed.
+fn just_started(
+    name: &str,
+    st: Result<gk_gluster::RebalanceStatus, gk_gluster::GlusterError>,
+) -> RebalanceStatusResponse {
+    match st {
+        Ok(st) => convert::rebalance(&st),
+        Err(e) => {
+            tracing::warn!(volume = %name, error = %e, "migration started; its status is not readable yet");
+            RebalanceStatusResponse {
+                status: "started".into(),
+                nodes: Vec::new(),
+            }
+        }
+    }
+}
+
 fn log_rpc(rpc: &str, volume: &str) {
     tracing::info!(rpc, volume, "request");
 }
@@ -1096,12 +1116,8 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
             .remove_brick_start(&name, &bricks)
             .await
             .map_err(AgentError::from)?;
-        let st = self
-            .gluster
-            .remove_brick_status(&name, &bricks)
-            .await
-            .map_err(AgentError::from)?;
-        Ok(Response::new(convert::rebalance(&st)))
+        let st = self.gluster.remove_brick_status(&name, &bricks).await;
+        Ok(Response::new(just_started(&name, st)))
     }
 
     async fn remove_brick_status(
@@ -1234,12 +1250,8 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
                 .await
                 .map_err(AgentError::from)?;
         }
-        let st = self
-            .gluster
-            .rebalance_status(&name)
-            .await
-            .map_err(AgentError::from)?;
-        Ok(Response::new(convert::rebalance(&st)))
+        let st = self.gluster.rebalance_status(&name).await;
+        Ok(Response::new(just_started(&name, st)))
     }
 
     async fn rebalance_status(
@@ -1275,6 +1287,19 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_whose_status_is_not_readable_yet_is_started_not_failed() {
+        let refused = gk_gluster::GlusterError::Command {
+            command: "volume rebalance v status".into(),
+            ret: -1,
+            errno: 0,
+            message: "Glusterd Syncop Mgmt brick op 'Rebalance' failed.".into(),
+        };
+        let answer = just_started("v", Err(refused));
+        assert_eq!(answer.status, "started");
+        assert!(answer.nodes.is_empty());
+    }
 
     #[test]
     fn subdir_paths() {

@@ -19,7 +19,7 @@ use tonic::Code;
 
 use super::runs::{self, totals};
 use super::settle;
-use super::state::{parse_bricks, run_status, save, Day2};
+use super::state::{self, parse_bricks, run_status, save, Day2};
 use crate::context::Context;
 use crate::plan::{self, layout_of, Migration, NodeSlot, Resize};
 use crate::{events, safety, Error};
@@ -238,6 +238,9 @@ async fn rebalance(
     }
     if verdict == Migration::Start {
         tracing::info!(volume = %name, "starting rebalance");
+        r.run_started_at = Some(Time(Timestamp::now()));
+        state::record(ctx, gv, r).await?;
+        let anchor = &mut agents[0];
         st = anchor
             .client
             .rebalance_start(req())
@@ -249,7 +252,6 @@ async fn rebalance(
             Migration::Failed(_) | Migration::Done => Migration::Running,
             v => v,
         };
-        r.run_started_at = Some(Time(Timestamp::now()));
         plan::stalled(None, r, Timestamp::now(), ctx.config.migration_stall);
     } else if verdict == Migration::Running {
         report_stall(ctx, gv, &before, r).await;
@@ -460,6 +462,7 @@ async fn shrink(
                 return Ok(());
             }
             r.phase = MigrationPhase::Pending;
+            r.run_started_at = Some(Time(Timestamp::now()));
             save(ctx, gv, r, retired).await?;
             settle::lookups_everywhere(anchor, &name).await?;
             tracing::info!(volume = %name, bricks = ?r.bricks, "starting remove-brick");
@@ -467,7 +470,6 @@ async fn shrink(
                 Ok(st) => {
                     progress(r, &st.into_inner(), &anchor.address);
                     r.phase = MigrationPhase::InProgress;
-                    r.run_started_at = Some(Time(Timestamp::now()));
                     plan::stalled(None, r, Timestamp::now(), ctx.config.migration_stall);
                 }
                 Err(s) if s.code() == Code::FailedPrecondition => {

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::runs::{self, totals};
-use super::state::run_status;
+use super::state::{self, run_status};
 use crate::context::Context;
 use crate::plan::{self, Check, Migration};
 use crate::Error;
@@ -59,7 +59,7 @@ pub async fn run(
 ) -> Result<(), Error> {
     if r.checks == 0 {
         r.checks = 1;
-        return start(&mut agents[0], name, r).await;
+        return start(ctx, gv, &mut agents[0], name, r).await;
     }
     let anchor = &mut agents[0];
     let st = run_status(
@@ -134,17 +134,18 @@ pub async fn run(
             }
         }
     }
-    start(anchor, name, r).await
+    start(ctx, gv, anchor, name, r).await
 }
 
-/// Starts check run `r.checks`.
-async fn start(anchor: &mut NodeAgent, name: &str, r: &mut ResizeStatus) -> Result<(), Error> {
+/// Starts check run `r.checks`, recorded first.
+async fn start(
+    ctx: &Context,
+    gv: &GlusterVolume,
+    anchor: &mut NodeAgent,
+    name: &str,
+    r: &mut ResizeStatus,
+) -> Result<(), Error> {
     tracing::info!(volume = %name, check = r.checks, "starting a check run");
-    anchor
-        .client
-        .rebalance_start(VolumeRequest { name: name.into() })
-        .await
-        .map_err(|s| Error::agent(&anchor.node, s))?;
     r.run_started_at = Some(Time(Timestamp::now()));
     r.message = Some(format!(
         "check run {} of {} started: a rebalance that moves files still off the set gluster \
@@ -152,5 +153,11 @@ async fn start(anchor: &mut NodeAgent, name: &str, r: &mut ResizeStatus) -> Resu
         r.checks,
         plan::CHECK_RUNS
     ));
+    state::record(ctx, gv, r).await?;
+    anchor
+        .client
+        .rebalance_start(VolumeRequest { name: name.into() })
+        .await
+        .map_err(|s| Error::agent(&anchor.node, s))?;
     Ok(())
 }

@@ -68,9 +68,25 @@ pub async fn save(
     resize: &ResizeStatus,
     retired: &[String],
 ) -> Result<(), Error> {
+    patch(
+        ctx,
+        gv,
+        json!({"status": {"resize": resize, "retiredBricks": retired}}),
+    )
+    .await
+}
+
+/// Records a run before gluster is asked to start it (its start time, which run it is): a
+/// start whose answer is lost, or a reconcile that fails after it, must not leave the next
+/// reconcile reading the new run as the end of the last one (seen: a check run's result
+/// taken for the first run's, whose counts were lost).
+pub async fn record(ctx: &Context, gv: &GlusterVolume, resize: &ResizeStatus) -> Result<(), Error> {
+    patch(ctx, gv, json!({"status": {"resize": resize}})).await
+}
+
+async fn patch(ctx: &Context, gv: &GlusterVolume, patch: serde_json::Value) -> Result<(), Error> {
     let api: Api<GlusterVolume> =
         Api::namespaced(ctx.client.clone(), &gv.namespace().unwrap_or_default());
-    let patch = json!({"status": {"resize": resize, "retiredBricks": retired}});
     api.patch_status(
         &gv.name_any(),
         &PatchParams::default(),
