@@ -731,7 +731,11 @@ impl GlusterNet {
     }
 
     fn teardown(&mut self) {
-        if std::thread::panicking() || PANICKED.load(Ordering::SeqCst) {
+        // GK_KEEP_LOGS=1 keeps them after a run that passed too (a bench's, to read later).
+        if std::thread::panicking()
+            || PANICKED.load(Ordering::SeqCst)
+            || std::env::var_os("GK_KEEP_LOGS").is_some_and(|v| v == "1")
+        {
             self.keep_logs();
         }
         unmount_below(&self.root);

@@ -575,6 +575,27 @@ async fn main() {
         ping_expiries.insert(t.key.clone(), count("has not responded in the last"));
         disconnects.insert(t.key.clone(), count("disconnected from"));
     }
+    // The same for the nodes' own clients of each volume (quotad, the self-heal daemon): a
+    // quota'd write waits on quotad, which may wait on the cut brick.
+    let daemon_ping_expiries: BTreeMap<String, usize> = gluster
+        .iter()
+        .map(|t| {
+            let client_of = format!("{}-client-", t.volume);
+            let n = net
+                .nodes()
+                .iter()
+                .flat_map(|n| ["quotad.log", "glustershd.log"].map(|f| n.log_dir().join(f)))
+                .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+                .map(|text| {
+                    text.lines()
+                        .filter(|l| l.contains("has not responded in the last"))
+                        .filter(|l| l.contains(&client_of))
+                        .count()
+                })
+                .sum();
+            (t.key.clone(), n)
+        })
+        .collect();
 
     let results = Results {
         run: run_info,
@@ -590,6 +611,7 @@ async fn main() {
         samples,
         stalls,
         ping_expiries,
+        daemon_ping_expiries,
         disconnects,
         brick_kills: args.failover_reps
             * usize::from(args.events.iter().any(|e| e == "brick-kill")),

@@ -136,6 +136,10 @@ pub struct Results {
     /// Ping-timer expiries each gluster client logged over the whole run, and how many node
     /// cuts there were (each cut should cost one expiry per client whose brick was cut).
     pub ping_expiries: BTreeMap<String, usize>,
+    /// Ping-timer expiries the nodes' quotad and self-heal daemons logged on each case's
+    /// bricks over the whole run. (Absent from runs made before it was counted.)
+    #[serde(default)]
+    pub daemon_ping_expiries: BTreeMap<String, usize>,
     /// Disconnections each client logged over the whole run ([`disconnect_bound`] says how
     /// many the events explain). (Absent from runs made before it was counted.)
     #[serde(default)]
@@ -435,12 +439,21 @@ fn failover_table(res: &Results) -> String {
             list(&res.disconnects)
         )
     };
+    let daemons = if res.daemon_ping_expiries.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " The nodes' quotad and self-heal daemons logged these ping-timer expiries on each \
+             case's bricks: {}.",
+            list(&res.daemon_ping_expiries)
+        )
+    };
     md.push_str(&event_loads(res));
     md.push_str(&format!(
         "\nOver the whole run ({} brick kills and {} node cuts, each hitting one brick of every \
          volume), each client logged these ping-timer expiries: {}. A client without keepalive \
          learns of a cut node from the ping timer, one expiry per cut; the product's clients \
-         should log none.{disconnects}\n",
+         should log none.{disconnects}{daemons}\n",
         res.brick_kills,
         res.node_cuts,
         list(&res.ping_expiries),
@@ -643,6 +656,7 @@ mod tests {
             samples,
             stalls: vec![],
             ping_expiries: BTreeMap::new(),
+            daemon_ping_expiries: BTreeMap::new(),
             disconnects: BTreeMap::new(),
             brick_kills: 0,
             node_cuts: 0,
@@ -716,6 +730,13 @@ mod tests {
         let md = render(&r);
         assert!(
             md.contains("explain at most 7; more than they explain (a spurious disconnect, or a cause not counted here): `pv-r3` (2 more)."),
+            "{md}"
+        );
+        assert!(!md.contains("quotad"), "not counted, not claimed: {md}");
+        r.daemon_ping_expiries = BTreeMap::from([("pv-r3".into(), 2)]);
+        let md = render(&r);
+        assert!(
+            md.contains("quotad and self-heal daemons logged these ping-timer expiries on each case's bricks: `pv-r3` 2."),
             "{md}"
         );
     }
