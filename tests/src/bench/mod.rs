@@ -288,6 +288,7 @@ pub const DOCS: &[(&str, Kind)] = &[
     ("datapath-levers-failover-keepalive-2", Kind::Datapath),
     ("datapath-levers-failover-restart", Kind::Datapath),
     ("datapath-levers-failover-ping", Kind::Datapath),
+    ("datapath-levers-failover-ping-2", Kind::Datapath),
     ("datapath-levers-quota-calls", Kind::Datapath),
     ("datapath-levers-fuse-calls", Kind::Datapath),
     ("datapath-levers-fsync-calls", Kind::Datapath),
