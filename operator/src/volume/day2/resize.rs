@@ -203,9 +203,8 @@ async fn rebalance(
     name: &str,
     r: &mut ResizeStatus,
 ) -> Result<(), Error> {
-    let req = || VolumeRequest { name: name.into() };
     let anchor = &mut agents[0];
-    let mut st = run_status(anchor.client.rebalance_status(req()).await, &anchor.node)?;
+    let mut st = runs::rebalance_status(anchor, name).await?;
     let before = r.clone();
     let mut verdict = progress(r, &st, &anchor.address);
     if let Migration::Failed(_) = &verdict {
@@ -241,12 +240,7 @@ async fn rebalance(
         r.run_started_at = Some(Time(Timestamp::now()));
         state::record(ctx, gv, r).await?;
         let anchor = &mut agents[0];
-        st = anchor
-            .client
-            .rebalance_start(req())
-            .await
-            .map_err(|s| Error::agent(&anchor.node, s))?
-            .into_inner();
+        st = runs::start_rebalance(anchor, name).await?;
         verdict = match progress(r, &st, &anchor.address) {
             // The run just started can still show the last one's end.
             Migration::Failed(_) | Migration::Done => Migration::Running,
@@ -275,12 +269,8 @@ async fn failed_files(
     let local = agents[0].address.clone();
     let mut out = String::new();
     for n in st.nodes.iter().filter(|n| n.failures > 0) {
-        let host = if n.host == "localhost" {
-            &local
-        } else {
-            &n.host
-        };
-        let Some(agent) = agents.iter_mut().find(|a| &a.address == host) else {
+        let host = runs::host(n, &local);
+        let Some(agent) = agents.iter_mut().find(|a| a.address == host) else {
             continue;
         };
         let logs = match agent

@@ -2,30 +2,35 @@
 //! nodes, the nodes that lost track of it, and stopping it. Resizing and settling both use
 //! these; neither owns them.
 
-use gk_agent::proto::{RebalanceStatusResponse, VolumeRequest};
+use gk_agent::proto::{RebalanceNode, RebalanceStatusResponse, VolumeRequest};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterVolume, ResizeStatus};
 use k8s_openapi::jiff::Timestamp;
 
+use super::state::run_status;
 use crate::context::Context;
 use crate::{events, plan, Error};
 
-/// Sums over nodes and gluster's words per node; gluster calls the node it asked `localhost`,
-/// shown here by its pool address.
+/// A node of gluster's answer by its pool address: gluster calls the node it was asked on
+/// (`local`) `localhost`.
+pub fn host<'a>(n: &'a RebalanceNode, local: &'a str) -> &'a str {
+    if n.host == "localhost" {
+        local
+    } else {
+        &n.host
+    }
+}
+
+/// Sums over nodes and gluster's words per node, named by pool address.
 pub fn totals(r: &RebalanceStatusResponse, local: &str) -> (i64, i64, i64, i64, String) {
-    let sum =
-        |f: fn(&gk_agent::proto::RebalanceNode) -> u64| r.nodes.iter().map(f).sum::<u64>() as i64;
+    let sum = |f: fn(&RebalanceNode) -> u64| r.nodes.iter().map(f).sum::<u64>() as i64;
     let per_node = r
         .nodes
         .iter()
         .map(|n| {
             format!(
                 "{}: {} ({} files, {} failures, {} skipped)",
-                if n.host == "localhost" {
-                    local
-                } else {
-                    &n.host
-                },
+                host(n, local),
                 n.status,
                 n.files,
                 n.failures,
@@ -46,15 +51,37 @@ pub fn totals(r: &RebalanceStatusResponse, local: &str) -> (i64, i64, i64, i64, 
 /// Why the run is to be stopped and started again, when gluster reports nodes in progress
 /// whose run stopped (see [`plan::lost`]); nodes are named by pool address.
 pub fn lost(st: &RebalanceStatusResponse, local: &str, r: &ResizeStatus) -> Option<String> {
-    let nodes = st.nodes.iter().map(|n| {
-        let host = if n.host == "localhost" {
-            local
-        } else {
-            &n.host
-        };
-        (host, n.status.as_str(), n.run_time_secs)
-    });
+    let nodes = st
+        .nodes
+        .iter()
+        .map(|n| (host(n, local), n.status.as_str(), n.run_time_secs));
     plan::lost(nodes, r.run_started_at.as_ref(), Timestamp::now())
+}
+
+/// Gluster's status of volume `name`'s rebalance run (see [`run_status`]).
+pub async fn rebalance_status(
+    anchor: &mut NodeAgent,
+    name: &str,
+) -> Result<RebalanceStatusResponse, Error> {
+    let answer = anchor
+        .client
+        .rebalance_status(VolumeRequest { name: name.into() })
+        .await;
+    run_status(answer, &anchor.node)
+}
+
+/// Starts a rebalance run of volume `name` (one already running counts as started), with
+/// gluster's status of it, which may still show the last run's end.
+pub async fn start_rebalance(
+    anchor: &mut NodeAgent,
+    name: &str,
+) -> Result<RebalanceStatusResponse, Error> {
+    Ok(anchor
+        .client
+        .rebalance_start(VolumeRequest { name: name.into() })
+        .await
+        .map_err(|s| Error::agent(&anchor.node, s))?
+        .into_inner())
 }
 
 /// Ends volume `name`'s rebalance run; gluster forgets it and a new start may follow.

@@ -2,14 +2,14 @@
 //! moves a file, and once every file has moved, check runs (rebalance again) repeat until
 //! one moves nothing. Only then is the resize Completed, and lookups optimised again.
 
-use gk_agent::proto::{VolumeRequest, VolumeSetRequest};
+use gk_agent::proto::VolumeSetRequest;
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterVolume, MigrationPhase, ResizeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::runs::{self, totals};
-use super::state::{self, run_status};
+use super::state;
 use crate::context::Context;
 use crate::plan::{self, Check, Migration};
 use crate::Error;
@@ -62,13 +62,7 @@ pub async fn run(
         return start(ctx, gv, &mut agents[0], name, r).await;
     }
     let anchor = &mut agents[0];
-    let st = run_status(
-        anchor
-            .client
-            .rebalance_status(VolumeRequest { name: name.into() })
-            .await,
-        &anchor.node,
-    )?;
+    let st = runs::rebalance_status(anchor, name).await?;
     let (moved, bytes, failures, skipped, per_node) = totals(&st, &anchor.address);
     match plan::migration(&st.status, failures as u64, skipped as u64, false) {
         Migration::Running => {
@@ -154,10 +148,6 @@ async fn start(
         plan::CHECK_RUNS
     ));
     state::record(ctx, gv, r).await?;
-    anchor
-        .client
-        .rebalance_start(VolumeRequest { name: name.into() })
-        .await
-        .map_err(|s| Error::agent(&anchor.node, s))?;
+    runs::start_rebalance(anchor, name).await?;
     Ok(())
 }

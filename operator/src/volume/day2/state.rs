@@ -48,8 +48,10 @@ pub fn run_status(
 
 /// The volume's status as the apiserver holds it now. The controller's cache can still
 /// hold the status from before the last reconcile's write, and a step of a migration must
-/// not be taken twice: a finished check run read again as the end of the first run (seen)
-/// lost the first run's counts and started the checks anew.
+/// not be taken twice (a finished check run read again as the end of the first run loses
+/// the first run's counts and starts the checks anew). The case seen had another cause, a
+/// reconcile that failed after a start and before writing status, which [`record`] closes;
+/// a lagging cache would do the same.
 pub async fn fresh(ctx: &Context, gv: &GlusterVolume) -> Result<GlusterVolumeStatus, Error> {
     let api: Api<GlusterVolume> =
         Api::namespaced(ctx.client.clone(), &gv.namespace().unwrap_or_default());
