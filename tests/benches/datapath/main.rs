@@ -577,22 +577,26 @@ async fn main() {
     }
     // The same for the nodes' own clients of each volume (quotad, the self-heal daemon): a
     // quota'd write waits on quotad, which may wait on the cut brick.
+    let daemon_expiries: Vec<String> = net
+        .nodes()
+        .iter()
+        .flat_map(|n| ["quotad.log", "glustershd.log"].map(|f| n.log_dir().join(f)))
+        .flat_map(|p| {
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            text.lines()
+                .filter(|l| l.contains("has not responded in the last"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .collect();
     let daemon_ping_expiries: BTreeMap<String, usize> = gluster
         .iter()
         .map(|t| {
             let client_of = format!("{}-client-", t.volume);
-            let n = net
-                .nodes()
+            let n = daemon_expiries
                 .iter()
-                .flat_map(|n| ["quotad.log", "glustershd.log"].map(|f| n.log_dir().join(f)))
-                .map(|p| std::fs::read_to_string(p).unwrap_or_default())
-                .map(|text| {
-                    text.lines()
-                        .filter(|l| l.contains("has not responded in the last"))
-                        .filter(|l| l.contains(&client_of))
-                        .count()
-                })
-                .sum();
+                .filter(|l| l.contains(&client_of))
+                .count();
             (t.key.clone(), n)
         })
         .collect();
