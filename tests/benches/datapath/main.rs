@@ -592,7 +592,8 @@ async fn main() {
     let daemon_ping_expiries: BTreeMap<String, usize> = gluster
         .iter()
         .map(|t| {
-            let client_of = format!("{}-client-", t.volume);
+            // Gluster names a client translator `0-VOLUME-client-N`.
+            let client_of = format!(" 0-{}-client-", t.volume);
             let n = daemon_expiries
                 .iter()
                 .filter(|l| l.contains(&client_of))
