@@ -204,6 +204,26 @@ async fn main() -> anyhow::Result<()> {
                     tokio::time::sleep(every).await;
                 }
             });
+            if let Some(pods) = &node.mount_pods {
+                // Mount pods that outlived their reason go: at start, then every minute.
+                let recorder = kube::runtime::events::Recorder::new(
+                    pods.client.clone(),
+                    kube::runtime::events::Reporter {
+                        controller: "gk-csi-node".into(),
+                        instance: Some(cli.node_id.clone()),
+                    },
+                );
+                let reaping = node.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let reaped = reaping.reap(&recorder).await;
+                        if !reaped.removed.is_empty() || !reaped.failed.is_empty() {
+                            tracing::warn!(removed = ?reaped.removed, failed = ?reaped.failed, "reaped mount pods");
+                        }
+                        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+                    }
+                });
+            }
             let checked = node.clone();
             Services::<KubePools> {
                 identity: IdentityService::new(false, node.ready.clone())

@@ -28,30 +28,83 @@ pub fn check_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Status> 
         return Err(invalid("volume_capabilities", "at least one is required"));
     }
     for (i, c) in caps.iter().enumerate() {
-        match &c.access_type {
-            Some(csi::volume_capability::AccessType::Mount(_)) => {}
-            Some(csi::volume_capability::AccessType::Block(_)) => {
-                return Err(invalid(
-                    &format!("volume_capabilities[{i}]"),
-                    "block access is not supported; gluster volumes are filesystems",
-                ))
-            }
-            None => {
-                return Err(invalid(
-                    &format!("volume_capabilities[{i}].access_type"),
-                    "is required",
-                ))
-            }
+        check_capability(&format!("volume_capabilities[{i}]"), c)?;
+    }
+    Ok(())
+}
+
+/// One capability, named `field` in refusals.
+fn check_capability(field: &str, c: &csi::VolumeCapability) -> Result<(), Status> {
+    match &c.access_type {
+        Some(csi::volume_capability::AccessType::Mount(m)) => {
+            check_mount(&format!("{field}.mount"), m)?
         }
-        let mode = c.access_mode.as_ref().map(|m| m.mode).unwrap_or(0);
-        match Mode::try_from(mode) {
-            Ok(Mode::Unknown) | Err(_) => {
-                return Err(invalid(
-                    &format!("volume_capabilities[{i}].access_mode"),
-                    "is required",
-                ))
-            }
-            Ok(_) => {}
+        Some(csi::volume_capability::AccessType::Block(_)) => {
+            return Err(invalid(
+                field,
+                "block access is not supported; gluster volumes are filesystems",
+            ))
+        }
+        None => return Err(invalid(&format!("{field}.access_type"), "is required")),
+    }
+    let mode = c.access_mode.as_ref().map(|m| m.mode).unwrap_or(0);
+    match Mode::try_from(mode) {
+        Ok(Mode::Unknown) | Err(_) => Err(invalid(&format!("{field}.access_mode"), "is required")),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// The filesystem types a mount capability may name: none (the CO's default) or gluster's.
+const FS_TYPES: [&str; 3] = ["", "glusterfs", "fuse.glusterfs"];
+
+/// Checks a mount capability before anything is made with it: a filesystem type this
+/// driver mounts, no mount group (not advertised), and mount flags the gluster client takes.
+/// StorageClass `mountOptions` arrive here, at CreateVolume and at every NodeStageVolume, so
+/// a typo is refused by name at once instead of reaching a mount pod whose client refuses
+/// it and restarts for ever.
+fn check_mount(field: &str, m: &csi::volume_capability::MountVolume) -> Result<(), Status> {
+    if !FS_TYPES.contains(&m.fs_type.as_str()) {
+        return Err(invalid(
+            &format!("{field}.fs_type"),
+            format!(
+                "{:?}: gluster volumes are mounted as glusterfs; leave fsType empty",
+                m.fs_type
+            ),
+        ));
+    }
+    if !m.volume_mount_group.is_empty() {
+        return Err(invalid(
+            &format!("{field}.volume_mount_group"),
+            "is not supported by this driver (it does not advertise VOLUME_MOUNT_GROUP)",
+        ));
+    }
+    check_flags(&format!("{field}.mount_flags"), &m.mount_flags)
+}
+
+/// Mount flags: each one the gluster client takes ([`mount::client_args`]), and none that
+/// contradicts another (`ro` with `rw`, one option with two values). A flag repeated as is
+/// is harmless and allowed.
+pub fn check_flags(field: &str, flags: &[String]) -> Result<(), Status> {
+    let key = |f: &str| match f {
+        "ro" | "rw" => "ro/rw".to_string(),
+        other => other.split('=').next().unwrap_or(other).to_string(),
+    };
+    for (j, flag) in flags.iter().enumerate() {
+        if let Err(e) = mount::client_args(std::slice::from_ref(flag)) {
+            let reason = match e {
+                mount::MountError::Invalid { reason, .. } => reason,
+                other => other.to_string(),
+            };
+            return Err(invalid(&format!("{field}[{j}]"), reason));
+        }
+        if let Some(other) = flags[..j]
+            .iter()
+            .find(|o| key(o) == key(flag) && *o != flag)
+        {
+            return Err(invalid(
+                &format!("{field}[{j}]"),
+                format!("{flag:?} contradicts {other:?}, given before it"),
+            ));
         }
     }
     Ok(())
@@ -273,7 +326,7 @@ pub fn mount_source(ctx: &HashMap<String, String>) -> Result<MountSource, Status
 
 pub fn mount_flags(cap: Option<&csi::VolumeCapability>) -> Result<Vec<String>, Status> {
     let cap = cap.ok_or_else(|| invalid("volume_capability", "is required"))?;
-    check_capabilities(std::slice::from_ref(cap))?;
+    check_capability("volume_capability", cap)?;
     Ok(match &cap.access_type {
         Some(csi::volume_capability::AccessType::Mount(m)) => m.mount_flags.clone(),
         _ => Vec::new(),
@@ -579,5 +632,72 @@ mod tests {
             .contains("block"));
         assert!(check_capabilities(&[cap(mount, Mode::Unknown)]).is_err());
         assert!(check_capabilities(&[]).is_err());
+    }
+
+    #[test]
+    fn mount_capabilities_are_checked_flag_by_flag() {
+        let with = |m: csi::volume_capability::MountVolume| {
+            check_capabilities(&[csi::VolumeCapability {
+                access_type: Some(csi::volume_capability::AccessType::Mount(m)),
+                access_mode: Some(csi::volume_capability::AccessMode {
+                    mode: Mode::MultiNodeMultiWriter as i32,
+                }),
+            }])
+        };
+        let flags = |f: &[&str]| csi::volume_capability::MountVolume {
+            mount_flags: f.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        for good in [
+            &[][..],
+            &["ro"],
+            &["ro", "ro"],
+            &["acl", "log-level=WARNING", "kernel-writeback-cache=yes"],
+        ] {
+            with(flags(good)).unwrap();
+        }
+        // Each refused at once, naming the flag and where it stands.
+        for (bad, at) in [
+            (&["ro,remount,exec"][..], 0),
+            (&["--volfile-server=1.2.3.4"], 0),
+            (&["acl", "noatime"], 1),
+            (&["log-level=WARNING", "volfile-server=x"], 1),
+            (&["ro", "rw"], 1),
+            (&["log-level=INFO", "log-level=DEBUG"], 1),
+            (&["log-level=a b"], 0),
+            (&[""], 0),
+        ] {
+            let e = with(flags(bad)).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{bad:?}");
+            let m = e.message();
+            assert!(
+                m.contains(&format!("volume_capabilities[0].mount.mount_flags[{at}]"))
+                    && m.contains(bad[at]),
+                "{bad:?}: {m}"
+            );
+        }
+        for fs in ["", "glusterfs", "fuse.glusterfs"] {
+            with(csi::volume_capability::MountVolume {
+                fs_type: fs.into(),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+        let e = with(csi::volume_capability::MountVolume {
+            fs_type: "ext4".into(),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(e.message().contains("mount.fs_type"), "{}", e.message());
+        let e = with(csi::volume_capability::MountVolume {
+            volume_mount_group: "1000".into(),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.message().contains("volume_mount_group"),
+            "{}",
+            e.message()
+        );
     }
 }

@@ -29,6 +29,23 @@ pub enum EnvError {
     Io(#[from] std::io::Error),
 }
 
+/// A gRPC channel to a unix socket (a CSI plugin's), as the kubelet and the sidecars reach it.
+pub async fn unix_channel(
+    socket: &std::path::Path,
+) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+    let socket = socket.to_path_buf();
+    tonic::transport::Endpoint::from_static("http://[::]:50051")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let socket = socket.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(socket).await?,
+                ))
+            }
+        }))
+        .await
+}
+
 /// Deterministic pseudo-random test data (xorshift): neither compressible nor uniform, and
 /// the same for the same seed, so checksums can be compared across mounts and bricks.
 pub fn test_data(seed: u64, len: usize) -> Vec<u8> {

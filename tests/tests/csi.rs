@@ -20,8 +20,7 @@ use gk_csi::params::ObjectKey;
 use gk_csi::server::Services;
 use gk_testenv::agents::AgentSet;
 use gk_testenv::gluster_net::GlusterNet;
-use hyper_util::rt::TokioIo;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
 struct Env {
     net: GlusterNet,
@@ -115,19 +114,7 @@ impl Env {
 }
 
 async fn channel(socket: &Path) -> Channel {
-    let socket = socket.to_path_buf();
-    Endpoint::try_from("http://[::]:50051")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(
-                    tokio::net::UnixStream::connect(socket).await?,
-                ))
-            }
-        }))
-        .await
-        .unwrap()
+    gk_testenv::unix_channel(socket).await.unwrap()
 }
 
 fn params() -> HashMap<String, String> {

@@ -580,8 +580,8 @@ fn check_rbac(text: &str, release: &str, ns: &str) {
         }
     }
 
-    // The node plugin may only make, read and delete pods (its mount pods), in its own
-    // namespace; no ClusterRole binds it.
+    // The node plugin may only make, read, list and delete pods (its mount pods) and publish
+    // Events (about mount pods it removed), in its own namespace; no ClusterRole binds it.
     let node_sa = format!("{ns}/{full}-csi-node");
     for (role, subjects) in &roles {
         if !subjects.contains(&node_sa) {
@@ -594,9 +594,16 @@ fn check_rbac(text: &str, release: &str, ns: &str) {
         );
         assert_eq!(role["metadata"]["namespace"], ns);
         for rule in role["rules"].as_array().unwrap() {
-            assert_eq!(strings(&rule["resources"]), ["pods"], "{rule}");
+            let allowed: &[&str] = match strings(&rule["resources"]).as_slice() {
+                ["pods"] => &["get", "list", "create", "delete"],
+                ["events"] => {
+                    assert_eq!(strings(&rule["apiGroups"]), ["events.k8s.io"], "{rule}");
+                    &["create", "patch"]
+                }
+                other => panic!("the node plugin's Role grants {other:?}"),
+            };
             for v in strings(&rule["verbs"]) {
-                assert!(["get", "create", "delete"].contains(&v), "{rule}");
+                assert!(allowed.contains(&v), "{rule}");
             }
         }
     }

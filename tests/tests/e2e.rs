@@ -6,6 +6,9 @@
 //! One test, in order, since every step builds on the chain the demo made. It leaves no node
 //! running: other tests share the control plane and expect no kubelet.
 
+#[path = "e2e/hostile.rs"]
+mod hostile;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -1966,6 +1969,14 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     tls_enforced(&k).await;
     eprintln!(
         "e2e: TLS options set and enforced after {:?}",
+        started.elapsed()
+    );
+
+    // 1b'. Hostile requests to the live node plugin are refused at once by name and leave
+    //      nothing behind; a mount pod that outlived its reason is removed by the plugin.
+    hostile::hostile_node_requests(&k).await;
+    eprintln!(
+        "e2e: hostile node requests done after {:?}",
         started.elapsed()
     );
 

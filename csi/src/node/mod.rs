@@ -4,6 +4,7 @@
 
 pub mod mount_pods;
 mod publish;
+pub mod reap;
 mod repair;
 mod stage;
 mod stats;

@@ -78,6 +78,8 @@ pub const GLUSTER_TLS_FILES: [&str; 3] = ["glusterfs.pem", "glusterfs.key", "glu
 pub const MOUNT_POD_LABEL: (&str, &str) = ("app.kubernetes.io/component", "mount");
 /// The annotation naming the volume a mount pod serves.
 pub const VOLUME_ANNOTATION: &str = "glusterkube.dev/volume-id";
+/// The annotation naming the staging path a mount pod mounts.
+pub const STAGING_ANNOTATION: &str = "glusterkube.dev/staging";
 
 /// The mount pod of `volume_id` on `node`: one per volume and node (a volume is staged once
 /// per node), named by a stable hash so the plugin finds it again after a restart.
@@ -167,7 +169,7 @@ impl MountPods {
                     MOUNT_POD_LABEL.0: MOUNT_POD_LABEL.1,
                     "glusterkube.dev/node": self.node,
                 },
-                "annotations": {VOLUME_ANNOTATION: v.volume_id, "glusterkube.dev/staging": v.staging},
+                "annotations": {VOLUME_ANNOTATION: v.volume_id, STAGING_ANNOTATION: v.staging},
             },
             "spec": pod_spec,
         }))
@@ -178,20 +180,54 @@ impl MountPods {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
-    /// Makes the mount pod of `v` unless it exists.
+    /// Makes the mount pod of `v` unless it exists as `v` asks. One that mounts something
+    /// else (other flags or servers, another staging path: a stage that failed before) and
+    /// serves nothing is replaced, so a corrected request never waits on a pod made for a
+    /// wrong one.
     pub async fn ensure(&self, v: &StagedVolume) -> Result<(), Status> {
         let pod = self.pod(v)?;
-        match self.api().create(&PostParams::default(), &pod).await {
-            Ok(_) => {
-                tracing::info!(volume_id = %v.volume_id, pod = %pod_name(&self.node, &v.volume_id), "made mount pod");
-                Ok(())
+        let name = pod_name(&self.node, &v.volume_id);
+        for _ in 0..2 {
+            match self.api().create(&PostParams::default(), &pod).await {
+                Ok(_) => {
+                    tracing::info!(volume_id = %v.volume_id, pod = %name, "made mount pod");
+                    return Ok(());
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => {
+                    return Err(Status::unavailable(format!(
+                        "making the mount pod of {}: {e}",
+                        v.volume_id
+                    )))
+                }
             }
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-            Err(e) => Err(Status::unavailable(format!(
-                "making the mount pod of {}: {e}",
-                v.volume_id
-            ))),
+            let existing = self
+                .api()
+                .get_opt(&name)
+                .await
+                .map_err(|e| Status::unavailable(format!("reading mount pod {name}: {e}")))?;
+            let Some(existing) = existing else { continue };
+            let same = existing.metadata.deletion_timestamp.is_none()
+                && existing
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.env.clone())
+                    == pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.containers.first())
+                        .and_then(|c| c.env.clone());
+            if same || serving(&v.staging) {
+                return Ok(());
+            }
+            tracing::warn!(volume_id = %v.volume_id, pod = %name, "the mount pod mounts something else and serves nothing; replacing it");
+            self.remove(&v.volume_id).await?;
         }
+        Err(Status::unavailable(format!(
+            "mount pod {name} of {} was made by another request meanwhile; the kubelet will call again",
+            v.volume_id
+        )))
     }
 
     /// Makes the mount pod of `v` and waits until its client serves the staging path. A pod

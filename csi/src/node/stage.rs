@@ -32,6 +32,16 @@ impl NodeService {
         let tls = context_tls(&req.volume_context)?;
         let tls_secret = context_tls_secret(&req.volume_context)?;
         let _guard = self.locks.try_lock(&req.volume_id)?;
+        let previous = self.state.load(&req.volume_id).ok().flatten();
+        if let Some(p) = previous.as_ref().filter(|p| p.staging != staging) {
+            if mount::is_mounted(&p.staging).map_err(mount_err)? {
+                return Err(Status::failed_precondition(format!(
+                    "volume {} is staged on this node at {} already; unstage it there first",
+                    req.volume_id,
+                    p.staging.display()
+                )));
+            }
+        }
         let record = StagedVolume {
             volume_id: req.volume_id.clone(),
             staging: staging.clone(),
@@ -45,12 +55,9 @@ impl NodeService {
                 .mount_pods
                 .as_ref()
                 .map(|p| super::mount_pods::pod_name(&p.node, &req.volume_id)),
-            targets: self
-                .state
-                .load(&req.volume_id)
-                .ok()
-                .flatten()
-                .map(|v| v.targets)
+            targets: previous
+                .filter(|p| p.staging == staging)
+                .map(|p| p.targets)
                 .unwrap_or_default(),
         };
         if mount::is_mounted(&staging).map_err(mount_err)? {
@@ -68,7 +75,18 @@ impl NodeService {
         // Recorded first: a plugin that dies mid-mount still knows the mount is its own.
         self.save(&record)?;
         match &self.mount_pods {
-            Some(pods) => pods.mount(&record).await?,
+            Some(pods) => {
+                if let Err(e) = pods.mount(&record).await {
+                    // Nothing is left of a stage that did not mount: no pod restarting for
+                    // ever, no record for the repair pass to make one again from.
+                    if let Err(gone) = pods.remove(&req.volume_id).await {
+                        tracing::warn!(volume_id = %req.volume_id, error = %gone.message(), "removing the mount pod of a failed stage");
+                    } else if record.targets.is_empty() {
+                        let _ = self.state.remove(&req.volume_id);
+                    }
+                    return Err(e);
+                }
+            }
             None => self
                 .mount_volume(&source, &staging, &log, &flags, tls, tls_secret.is_some())
                 .await
