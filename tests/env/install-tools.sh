@@ -44,10 +44,11 @@ fi
 bin="$GK_CACHE/bin"
 mkdir -p "$bin"
 
-# go_tool NAME VERSION PACKAGE [LDFLAGS]: build PACKAGE@VERSION once into $bin/NAME-VERSION.
+# go_tool NAME VERSION PACKAGE [LDFLAGS [TAG]]: build PACKAGE@VERSION once into
+# $bin/NAME-VERSION (-TAG: a build with other flags is another binary).
 go_tool() {
-  local name=$1 version=$2 pkg=$3 ldflags=${4:-}
-  local out="$bin/$name-$version"
+  local name=$1 version=$2 pkg=$3 ldflags=${4:-} tag=${5:-}
+  local out="$bin/$name-$version${tag:+-$tag}"
   if [ ! -x "$out" ]; then
     gk_log "building $name $version from the Go module proxy"
     local tmp
@@ -61,8 +62,15 @@ go_tool() {
 
 go_tool csi-sanity "$GK_CSI_SANITY_VERSION" github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity \
   "-X main.VERSION=$GK_CSI_SANITY_VERSION"
+# As helm's own Makefile builds it: the Kubernetes version it assumes offline (`helm template`,
+# `helm lint`) is that of the client-go it is built with (1.34 for v3.19), not the source's
+# placeholder 1.20, which the chart's kubeVersion refuses.
+helm_k8s_minor=34
 go_tool helm "$GK_HELM_VERSION" helm.sh/helm/v3/cmd/helm \
-  "-X helm.sh/helm/v3/internal/version.version=$GK_HELM_VERSION"
+  "-X helm.sh/helm/v3/internal/version.version=$GK_HELM_VERSION \
+   -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$helm_k8s_minor \
+   -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$helm_k8s_minor" \
+  "k8s1.$helm_k8s_minor"
 # promtool (Prometheus's rule checker) runs the unit tests of the chart's alerts.
 go_tool promtool "$GK_PROMTOOL_VERSION" github.com/prometheus/prometheus/cmd/promtool
 

@@ -70,8 +70,8 @@ pub fn chart_dir() -> PathBuf {
 /// `helm template` of the chart as `release` in `namespace`, with extra arguments.
 pub fn render(release: &str, namespace: &str, extra: &[&str]) -> Result<String, EnvError> {
     let chart = chart_dir();
-    // Offline, helm assumes Kubernetes 1.20, below the chart's kubeVersion: render for the
-    // version the tests run (GK_K8S_VERSION in tests/env/common.sh).
+    // Rendered for the version the tests run (GK_K8S_VERSION in tests/env/common.sh), not
+    // the one helm assumes offline (that of its client-go).
     let kube_version = kube_version();
     let mut args = vec![
         "template",

@@ -212,6 +212,21 @@ fn chart_lints_clean() {
     }
 }
 
+/// `helm template` works as a user runs it, without `--kube-version`: helm is built, as its
+/// own release is, to assume the Kubernetes of the client-go it was built with, which the
+/// chart's kubeVersion admits (the source's placeholder, 1.20, does not).
+#[test]
+fn chart_renders_with_helms_own_kubernetes_version() {
+    let chart = deploy::chart_dir();
+    let out = run_helm(&[
+        "template",
+        "glusterkube",
+        chart.to_str().expect("utf-8 path"),
+    ])
+    .unwrap_or_else(|e| panic!("helm template without --kube-version: {e}"));
+    assert!(out.contains("kind: DaemonSet"), "{out}");
+}
+
 /// The release's chart archive (docs/release.md): `helm package` names it with the
 /// workspace version, and `helm show chart` of the archive says that version.
 #[test]
