@@ -14,6 +14,19 @@ log() { echo "gk-brick: $*" >&2; }
 # held 31 MiB of blocks until closed), which a PV's limit would count as used.
 xfs_options=inode64,noatime,allocsize=64k
 
+# Mounts the XFS device $1 at $2 with project quotas (prjquota), so that the agent can size
+# subdirectory PVs with the brick filesystem's own quota (brick-image/agent/src/projects);
+# XFS cannot turn them on later by a remount. A kernel without XFS quota support refuses
+# prjquota: the disk is then mounted without, and its bricks' PVs keep gluster's quota.
+mount_xfs() {
+  if mount -t xfs -o "$xfs_options,prjquota" "$1" "$2" 2>/dev/null; then
+    log "$1 mounted with project quotas"
+  else
+    log "$1: this kernel or filesystem refused project quotas (prjquota); mounted without them, so PVs on its bricks keep gluster's quota"
+    mount -t xfs -o "$xfs_options" "$1" "$2"
+  fi
+}
+
 # The brick roots the agent serves, comma-separated: the one of a single device or directory,
 # or one per disk.
 roots="$state/bricks"
@@ -41,7 +54,7 @@ if [ -n "$device" ]; then
   fstype=$(blkid -p -s TYPE -o value "$device" || true)
   [ "$fstype" = xfs ] || { log "$device holds a $fstype filesystem, not XFS; refusing to use it"; exit 1; }
   mkdir -p "$state"
-  mountpoint -q "$state" || mount -t xfs -o "$xfs_options" "$device" "$state"
+  mountpoint -q "$state" || mount_xfs "$device" "$state"
 fi
 
 # Several disks (GK_DEVICES, GK_DIRECTORIES): each is mounted at $state/disks/<id>, where
@@ -117,7 +130,7 @@ use_device() {
     umount "$tmp"
     [ "$ours" = "$owner" ] || { log "$1 ($real) holds an XFS filesystem this cluster did not make; leaving it alone"; return 0; }
   fi
-  mount -t xfs -o "$xfs_options" "$real" "$tmp"
+  mount_xfs "$real" "$tmp"
   # A device named by path is the user's choice, as `device` is: an unmarked XFS becomes ours.
   [ "$2" = named ] && fresh=new
   if ! id=$(claim "$tmp" "$1 ($real)" "${fresh:-$2}"); then

@@ -5,6 +5,7 @@ mod convert;
 mod error;
 pub mod hung;
 mod locks;
+pub mod projects;
 pub mod quota;
 pub mod scope;
 pub mod server;

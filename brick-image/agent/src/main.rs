@@ -79,6 +79,59 @@ enum Command {
               value_parser = external_volume)]
         external_volumes: Vec<String>,
     },
+    /// Brick-native PV limits (XFS project quotas) on this node's bricks, by hand: what the
+    /// agent does for subdirectory PVs, for a person repairing a brick (and for the test
+    /// that runs it on a kernel with XFS quotas).
+    Projects {
+        #[command(subcommand)]
+        action: ProjectsCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProjectsCmd {
+    /// Print the filesystem holding PATH and whether it enforces project quotas.
+    Check { path: PathBuf },
+    /// Give DIR (a PV directory on a brick) the limit of a PV of BYTES.
+    Enforce {
+        /// replicate, arbiter, or disperse:K+M.
+        #[arg(long, value_parser = layout)]
+        layout: gk_agent::projects::Layout,
+        /// The volume's number of replica or disperse sets.
+        #[arg(long, default_value_t = 1)]
+        sets: u32,
+        dir: PathBuf,
+        bytes: u64,
+    },
+    /// Enforce every PV directory of BRICK (those recording a size), as after a heal.
+    Reconcile {
+        #[arg(long, value_parser = layout)]
+        layout: gk_agent::projects::Layout,
+        #[arg(long, default_value_t = 1)]
+        sets: u32,
+        brick: PathBuf,
+    },
+    /// Lift DIR's limit and forget its project id.
+    Release { dir: PathBuf },
+}
+
+fn layout(s: &str) -> Result<gk_agent::projects::Layout, String> {
+    use gk_agent::projects::Layout;
+    let bad = || format!("{s:?}: expected replicate, arbiter or disperse:K+M");
+    match s {
+        "replicate" => Ok(Layout::Replicate),
+        "arbiter" => Ok(Layout::Arbiter),
+        _ => {
+            let (k, m) = s
+                .strip_prefix("disperse:")
+                .and_then(|km| km.split_once('+'))
+                .ok_or_else(bad)?;
+            Ok(Layout::Disperse {
+                data: k.parse().map_err(|_| bad())?,
+                redundancy: m.parse().map_err(|_| bad())?,
+            })
+        }
+    }
 }
 
 #[tokio::main]
@@ -97,6 +150,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         ..ProcessRunner::default()
     });
     match cli.command {
+        Command::Projects { action } => projects(action).await,
         Command::Health => {
             let health = gk_agent::health(&gluster, &Default::default()).await?;
             println!("{}", serde_json::to_string(&health)?);
@@ -164,6 +218,53 @@ async fn main() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+async fn projects(action: ProjectsCmd) -> anyhow::Result<ExitCode> {
+    use gk_agent::projects;
+    match action {
+        ProjectsCmd::Check { path } => {
+            let fs = projects::xfs::brick_fs(&path)?;
+            println!(
+                "{} {} project_quotas={}",
+                fs.mount_point.display(),
+                fs.fs_type,
+                fs.project_quotas
+            );
+            return Ok(if fs.project_quotas {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            });
+        }
+        ProjectsCmd::Enforce {
+            layout,
+            sets,
+            dir,
+            bytes,
+        } => {
+            let done = projects::enforce(&dir, layout, sets, bytes).await?;
+            println!("{} {done:?}", dir.display());
+        }
+        ProjectsCmd::Reconcile {
+            layout,
+            sets,
+            brick,
+        } => {
+            let pass = projects::reconcile(&brick, layout, sets).await?;
+            for (dir, done) in &pass.enforced {
+                println!("{} {done:?}", dir.display());
+            }
+            for (dir, e) in &pass.failed {
+                eprintln!("{}: {e}", dir.display());
+            }
+            if !pass.failed.is_empty() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        ProjectsCmd::Release { dir } => projects::release(&dir).await?,
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn external_volume(s: &str) -> Result<String, String> {
