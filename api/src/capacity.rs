@@ -2,7 +2,7 @@
 //! disperse set, the smallest online brick limits, and the set holds its data bricks' worth.
 //! The operator reports it in status; the CSI driver bounds volume sizes by it.
 
-use gk_agent::proto::{Volume, VolumeStatusResponse};
+use gk_agent_proto::v1::{Volume, VolumeStatusResponse};
 use gk_gluster::VolumeLayout;
 
 use crate::units::round_mib;

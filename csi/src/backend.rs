@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::fmt::Display;
 use std::sync::Arc;
 
-use gk_agent::proto::brick_agent_client::BrickAgentClient;
-use gk_agent::proto::subdir_fill_request::From as FillFrom;
-use gk_agent::proto::{
+use gk_agent_proto::v1::brick_agent_client::BrickAgentClient;
+use gk_agent_proto::v1::subdir_fill_request::From as FillFrom;
+use gk_agent_proto::v1::{
     QuotaEntry, Snapshot, SnapshotCreateRequest, SnapshotRequest, SubdirCreateRequest,
     SubdirDeleteRequest, SubdirFillRequest, SubdirGetRequest, VolumeRequest,
 };

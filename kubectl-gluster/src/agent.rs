@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use gk_agent::proto::brick_agent_client::BrickAgentClient;
-use gk_agent::proto::HealthRequest;
+use gk_agent_proto::v1::brick_agent_client::BrickAgentClient;
+use gk_agent_proto::v1::HealthRequest;
 use gk_api::agents::{endpoint, read_credentials, AgentCredentials, AGENT_PORT};
 use gk_api::crd::GlusterCluster;
 use hyper_util::rt::TokioIo;

@@ -2,7 +2,7 @@
 //! gluster says (not as a possibly stale status says). A rolling restart asks it before each
 //! pod; a resize before it adds or removes bricks.
 
-use gk_agent::proto::{Volume, VolumeRequest};
+use gk_agent_proto::v1::{Volume, VolumeRequest};
 use gk_api::agents::NodeAgent;
 use tonic::Code;
 

@@ -3,8 +3,8 @@
 
 use std::net::SocketAddr;
 
-use gk_agent::proto::brick_agent_client::BrickAgentClient;
 use gk_agent::{tls, Agent, AgentConfig};
+use gk_agent_proto::v1::brick_agent_client::BrickAgentClient;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair,
@@ -194,7 +194,7 @@ impl AgentSet {
         i: usize,
         name: &str,
     ) -> Result<BrickAgentClient<Channel>, EnvError> {
-        use gk_agent::proto::{VolumeCreateRequest, VolumeSpec, VolumeType};
+        use gk_agent_proto::v1::{VolumeCreateRequest, VolumeSpec, VolumeType};
         let bricks = net.nodes()[..3]
             .iter()
             .map(|n| format!("{}:{}/{name}", n.address, n.brick_root().display()))

@@ -7,8 +7,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use gk_agent::proto::brick_agent_client::BrickAgentClient;
-use gk_agent::proto::*;
+use gk_agent_proto::v1::brick_agent_client::BrickAgentClient;
+use gk_agent_proto::v1::*;
 use gk_mount::{self as mount, MountSource};
 use gk_testenv::agents::AgentSet;
 use gk_testenv::gluster_net::GlusterNet;

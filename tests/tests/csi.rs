@@ -1080,7 +1080,7 @@ fn run_in(client: &gk_testenv::gluster_net::Client, words: &[&str]) -> (bool, St
 /// gluster CLI's `--remote-host` cannot set a quota.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pool_made_by_hand_serves_subdirectory_and_static_pvs() {
-    use gk_agent::proto::{
+    use gk_agent_proto::v1::{
         SubdirCreateRequest, SubdirGetRequest, VolumeRequest, VolumeStopRequest,
     };
     use gk_api::volume_id::EXTERNAL_POOL_SECRET_TYPE;

@@ -17,8 +17,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use gk_agent::proto::brick_agent_client::BrickAgentClient;
-use gk_agent::proto::HealthRequest;
+use gk_agent_proto::v1::brick_agent_client::BrickAgentClient;
+use gk_agent_proto::v1::HealthRequest;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::ResourceExt;
@@ -43,7 +43,7 @@ struct Kept {
     client: BrickAgentClient<Channel>,
     answered_at: Option<Instant>,
     /// The agent's last health answer (at `answered_at`).
-    health: Option<gk_agent::proto::HealthResponse>,
+    health: Option<gk_agent_proto::v1::HealthResponse>,
 }
 
 /// Whether [`AgentCache::discover`] may take an agent's health answer from the last
@@ -175,7 +175,7 @@ impl AgentCache {
         &self,
         gc: &GlusterCluster,
         ip: &str,
-        answer: Option<&gk_agent::proto::HealthResponse>,
+        answer: Option<&gk_agent_proto::v1::HealthResponse>,
     ) {
         let mut clusters = self.clusters.lock().unwrap();
         let Some(entry) = clusters.get_mut(&Self::key(gc)) else {
@@ -198,7 +198,10 @@ impl AgentCache {
         &self,
         gc: &GlusterCluster,
         ip: &str,
-    ) -> Option<(BrickAgentClient<Channel>, gk_agent::proto::HealthResponse)> {
+    ) -> Option<(
+        BrickAgentClient<Channel>,
+        gk_agent_proto::v1::HealthResponse,
+    )> {
         let clusters = self.clusters.lock().unwrap();
         let k = clusters.get(&Self::key(gc))?.channels.get(ip)?;
         if !answered_recently(k.answered_at, Instant::now()) {
@@ -212,7 +215,13 @@ impl AgentCache {
         &self,
         gc: &GlusterCluster,
         c: &Candidate,
-    ) -> Result<(BrickAgentClient<Channel>, gk_agent::proto::HealthResponse), NodeDown> {
+    ) -> Result<
+        (
+            BrickAgentClient<Channel>,
+            gk_agent_proto::v1::HealthResponse,
+        ),
+        NodeDown,
+    > {
         let (mut client, _) = self
             .channel(gc, &c.ip)
             .map_err(|e| not_answering(c, &Status::unavailable(e.to_string())))?;
@@ -357,7 +366,7 @@ mod tests {
         let ip = "127.0.0.9";
         cache.channel(&gc, ip).unwrap();
         assert!(cache.recent(&gc, ip).is_none(), "asked before any answer");
-        let h = gk_agent::proto::HealthResponse {
+        let h = gk_agent_proto::v1::HealthResponse {
             address: ip.into(),
             peers: 3,
             ..Default::default()

@@ -6,7 +6,7 @@ pub mod cache;
 
 use std::time::Duration;
 
-use gk_agent::proto::brick_agent_client::BrickAgentClient;
+use gk_agent_proto::v1::brick_agent_client::BrickAgentClient;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::Api;
 use kube::ResourceExt;
@@ -362,7 +362,7 @@ pub fn not_answering(candidate: &Candidate, error: &tonic::Status) -> NodeDown {
 /// The node's agent as its health answer describes it.
 pub fn node_agent(
     node: &str,
-    health: gk_agent::proto::HealthResponse,
+    health: gk_agent_proto::v1::HealthResponse,
     client: BrickAgentClient<Channel>,
 ) -> NodeAgent {
     let disks: Vec<AgentDisk> = if health.disks.is_empty() {

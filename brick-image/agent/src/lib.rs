@@ -16,10 +16,8 @@ pub mod tls;
 pub use error::AgentError;
 pub use server::{Agent, AgentConfig};
 
-/// Generated from proto/glusterkube/agent/v1/agent.proto.
-pub mod proto {
-    tonic::include_proto!("glusterkube.agent.v1");
-}
+/// The agent's gRPC API (the `gk-agent-proto` crate), which it serves.
+pub use gk_agent_proto::v1 as proto;
 
 use gk_gluster::{CommandRunner, Gluster, GlusterError};
 use serde::Serialize;

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use csi_proto::v1 as csi;
-use gk_agent::proto::Snapshot;
+use gk_agent_proto::v1::Snapshot;
 use tonic::{Request, Response, Status};
 
 use super::{ControllerService, Reply};

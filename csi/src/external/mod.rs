@@ -10,7 +10,7 @@ pub mod secret;
 
 use std::time::Duration;
 
-use gk_agent::proto::HealthRequest;
+use gk_agent_proto::v1::HealthRequest;
 use gk_api::volume_id::EXTERNAL_POOL_SECRET_TYPE;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};

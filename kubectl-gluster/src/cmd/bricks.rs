@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use gk_agent::proto::{VolumeRequest, VolumeStatusResponse};
+use gk_agent_proto::v1::{VolumeRequest, VolumeStatusResponse};
 use gk_api::crd::GlusterVolume;
 use kube::ResourceExt;
 
@@ -115,7 +115,7 @@ pub async fn run(scope: &Scope, volume: Option<&str>) -> Result<String, PluginEr
 mod tests {
     use super::*;
     use crate::cmd::tests::volume;
-    use gk_agent::proto::BrickStatus;
+    use gk_agent_proto::v1::BrickStatus;
 
     #[test]
     fn gluster_says_what_is_online_and_the_operator_fills_in() {

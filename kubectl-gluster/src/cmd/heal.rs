@@ -1,7 +1,7 @@
 //! `kubectl gluster heal VOLUME`: per brick, what self-heal still has to do and what is in
 //! split-brain, with the entries' paths, from gluster itself (the agent's HealEntries).
 
-use gk_agent::proto::{HealEntriesRequest, HealEntriesResponse};
+use gk_agent_proto::v1::{HealEntriesRequest, HealEntriesResponse};
 use gk_api::crd::GlusterVolume;
 use kube::ResourceExt;
 
@@ -113,7 +113,7 @@ pub(crate) fn node_of(gv: &GlusterVolume, host: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gk_agent::proto::BrickHealEntries;
+    use gk_agent_proto::v1::BrickHealEntries;
 
     #[test]
     fn entries_under_their_brick_and_a_hint_for_split_brain() {

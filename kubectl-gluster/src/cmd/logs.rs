@@ -4,7 +4,7 @@
 //! it writes one, from the agent's LogTail), one after the other as `tail` prints several
 //! files.
 
-use gk_agent::proto::{LogKind, LogTailRequest, LogTailResponse};
+use gk_agent_proto::v1::{LogKind, LogTailRequest, LogTailResponse};
 use kube::ResourceExt;
 
 use crate::cluster::Scope;
@@ -115,7 +115,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gk_agent::proto::LogFile;
+    use gk_agent_proto::v1::LogFile;
 
     #[test]
     fn each_log_under_its_own_header() {

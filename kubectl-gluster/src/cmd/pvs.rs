@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use gk_agent::proto::{QuotaEntry, VolumeRequest};
+use gk_agent_proto::v1::{QuotaEntry, VolumeRequest};
 use gk_api::volume_id::{PoolKey, VolumeId};
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::ResourceExt;

@@ -1,6 +1,6 @@
 //! Forming the trusted pool: one node's glusterd probes every other node it does not know.
 
-use gk_agent::proto::{Peer, PeerRequest, PeerStatusRequest};
+use gk_agent_proto::v1::{Peer, PeerRequest, PeerStatusRequest};
 use gk_api::agents::NodeAgent;
 
 use crate::Error;

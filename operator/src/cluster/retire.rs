@@ -1,7 +1,7 @@
 //! Storage nodes removed from spec.nodes leave the trusted pool once nothing of theirs is
 //! needed, and their StatefulSet goes.
 
-use gk_agent::proto::{HealthRequest, PeerRequest};
+use gk_agent_proto::v1::{HealthRequest, PeerRequest};
 use gk_api::agents::{self, AgentCredentials, NodeAgent};
 use gk_api::crd::{GlusterCluster, GlusterVolume, PeerStatus};
 use gk_api::names::ANNOTATION_NODE;

@@ -1,7 +1,7 @@
 //! A GlusterCluster's status and conditions, from what one reconcile observed. Pure: the
 //! reconcile gathers [`Observed`], this decides what status says.
 
-use gk_agent::proto::Peer;
+use gk_agent_proto::v1::Peer;
 use gk_api::agents::{describe_down, NodeDown};
 use gk_api::crd::{Capacity, GlusterClusterStatus, GlusterVolume, PeerStatus};
 use gk_api::units::{human_bytes, round_mib};

@@ -2,7 +2,7 @@
 //! volume must agree with before the operator manages it. Nothing is changed in gluster
 //! while any of it fails.
 
-use gk_agent::proto::Volume;
+use gk_agent_proto::v1::Volume;
 use gk_gluster::VolumeLayout;
 
 use super::error::{spec_error, SpecError};

@@ -1,7 +1,7 @@
 //! A volume taken over rather than created (`spec.existingVolume`): it must exist, be managed
 //! by no other GlusterVolume, and agree with the spec (`plan::adopt`), or nothing acts on it.
 
-use gk_agent::proto::Volume;
+use gk_agent_proto::v1::Volume;
 use gk_api::crd::{GlusterCluster, GlusterVolume};
 use kube::api::Api;
 use kube::ResourceExt;

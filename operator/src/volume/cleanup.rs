@@ -3,7 +3,7 @@
 //! deletionPolicy Delete. An adopted volume (`spec.existingVolume`) is only released: the
 //! operator stops managing it and leaves it running with its data.
 
-use gk_agent::proto::{BrickReleaseRequest, VolumeRequest, VolumeStopRequest};
+use gk_agent_proto::v1::{BrickReleaseRequest, VolumeRequest, VolumeStopRequest};
 use gk_api::agents::cache::Asked;
 use gk_api::crd::{DeletionPolicy, GlusterVolume};
 use k8s_openapi::api::core::v1::PersistentVolume;

@@ -2,7 +2,7 @@
 //! agents answer, access control and the profile's options set before the bricks first
 //! start, then started.
 
-use gk_agent::proto::{
+use gk_agent_proto::v1::{
     BrickReleaseRequest, VolumeCreateRequest, VolumeSpec as AgentSpec, VolumeType as AgentType,
 };
 use gk_api::agents::NodeAgent;

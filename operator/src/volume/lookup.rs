@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use gk_agent::proto::VolumeRequest;
+use gk_agent_proto::v1::VolumeRequest;
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterCluster, GlusterVolume};
 use kube::api::Api;
@@ -34,7 +34,7 @@ pub fn zones_of(gc: &GlusterCluster) -> BTreeMap<String, String> {
 pub async fn info(
     agent: &mut NodeAgent,
     name: &str,
-) -> Result<Option<gk_agent::proto::Volume>, Error> {
+) -> Result<Option<gk_agent_proto::v1::Volume>, Error> {
     match agent
         .client
         .volume_info(VolumeRequest { name: name.into() })

@@ -22,7 +22,7 @@ pub mod users;
 
 use std::sync::Arc;
 
-use gk_agent::proto::VolumeStartRequest;
+use gk_agent_proto::v1::VolumeStartRequest;
 use gk_api::agents::cache::Asked;
 use gk_api::agents::describe_down;
 use gk_api::crd::GlusterVolume;

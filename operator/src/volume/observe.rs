@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::metrics::VolumeGauges;
-use gk_agent::proto::{HealthRequest, VolumeRequest, VolumeStartRequest};
+use gk_agent_proto::v1::{HealthRequest, VolumeRequest, VolumeStartRequest};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterCluster, GlusterVolume};
 use k8s_openapi::jiff::Timestamp;
@@ -47,7 +47,9 @@ fn count_quota_backlog(ctx: &Context, agents: &[NodeAgent], ns: &str, volume: &s
 }
 
 async fn quota_backlog(
-    clients: Vec<gk_agent::proto::brick_agent_client::BrickAgentClient<tonic::transport::Channel>>,
+    clients: Vec<
+        gk_agent_proto::v1::brick_agent_client::BrickAgentClient<tonic::transport::Channel>,
+    >,
     name: &str,
 ) -> i64 {
     let asks = clients.into_iter().map(|mut client| {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use gk_agent::proto::{RejectedOption, VolumeSetRequest};
+use gk_agent_proto::v1::{RejectedOption, VolumeSetRequest};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterCluster, GlusterVolume, ResizeStatus};
 use kube::ResourceExt;
@@ -67,7 +67,7 @@ pub fn lookups(gv: &GlusterVolume, resize: Option<&ResizeStatus>) -> String {
 /// gluster describes it afterwards.
 pub struct Applied {
     pub rejected: Vec<RejectedOption>,
-    pub volume: gk_agent::proto::Volume,
+    pub volume: gk_agent_proto::v1::Volume,
 }
 
 /// How long setting options may take before status is written without them. The agent
@@ -129,7 +129,7 @@ pub async fn apply(
             let volume = super::lookup::info(anchor, name)
                 .await?
                 .ok_or_else(|| Error::NotReady(format!("volume {name} vanished")))?;
-            gk_agent::proto::VolumeSetResponse {
+            gk_agent_proto::v1::VolumeSetResponse {
                 rejected: not_set_in_time(&options, &volume.options, &anchor.node),
                 volume: Some(volume),
             }

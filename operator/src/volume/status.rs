@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use gk_agent::proto::{HealInfoResponse, RejectedOption, Volume, VolumeStatusResponse};
+use gk_agent_proto::v1::{HealInfoResponse, RejectedOption, Volume, VolumeStatusResponse};
 use gk_api::crd::{BrickStatus, Capacity, GlusterVolumeStatus, MountInfo};
 use gk_api::units::human_bytes;
 
@@ -377,7 +377,7 @@ pub fn deletion_blocked(pvs: &[String]) -> (String, Vec<Desired>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gk_agent::proto::{BrickHeal, BrickStatus as AgentBrick};
+    use gk_agent_proto::v1::{BrickHeal, BrickStatus as AgentBrick};
     use gk_api::crd::{ResizeOperation, ResizeStatus};
 
     fn volume(bricks: usize, replica: u32) -> Volume {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use csi::controller_server::Controller;
 use csi::node_server::Node;
 use csi_proto::v1 as csi;
-use gk_agent::proto::{VolumeCreateRequest, VolumeSetRequest, VolumeSpec, VolumeType};
+use gk_agent_proto::v1::{VolumeCreateRequest, VolumeSetRequest, VolumeSpec, VolumeType};
 use gk_api::crd::TuningProfile;
 use gk_csi::backend::{Pool, StaticPools, DEDICATED_DIR};
 use gk_csi::controller::ControllerService;
@@ -283,7 +283,7 @@ impl Maker<'_> {
 
     fn pool(
         &self,
-        agent: gk_agent::proto::brick_agent_client::BrickAgentClient<tonic::transport::Channel>,
+        agent: gk_agent_proto::v1::brick_agent_client::BrickAgentClient<tonic::transport::Channel>,
         volume: &str,
         profile: TuningProfile,
     ) -> Pool {

@@ -11,7 +11,7 @@ pub mod settle;
 pub mod state;
 pub mod status;
 
-use gk_agent::proto::Volume as AgentVolume;
+use gk_agent_proto::v1::Volume as AgentVolume;
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterCluster, GlusterVolume, GlusterVolumeStatus};
 

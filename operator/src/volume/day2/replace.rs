@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use gk_agent::proto::{ReplaceBrickRequest, Volume as AgentVolume, VolumeRequest};
+use gk_agent_proto::v1::{ReplaceBrickRequest, Volume as AgentVolume, VolumeRequest};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterCluster, GlusterVolume};
 

@@ -1,7 +1,7 @@
 //! Growing and shrinking a volume by whole sets: add-brick then rebalance, or remove-brick
 //! start, status, and commit only once every file has moved.
 
-use gk_agent::proto::{
+use gk_agent_proto::v1::{
     AddBrickRequest, LogKind, LogTailRequest, RebalanceStatusResponse, RemoveBrickRequest,
     Volume as AgentVolume, VolumeRequest,
 };
@@ -375,7 +375,7 @@ fn append(r: &mut ResizeStatus, why: &str) {
 /// says how much does not.
 fn fits(
     vol: &AgentVolume,
-    st: &gk_agent::proto::VolumeStatusResponse,
+    st: &gk_agent_proto::v1::VolumeStatusResponse,
     removed: &[Brick],
 ) -> Result<(), String> {
     let layout = layout_of(vol);
@@ -556,7 +556,7 @@ mod tests {
 
     #[test]
     fn progress_sums_nodes_and_names_the_local_one() {
-        let node = |host: &str, files, failures| gk_agent::proto::RebalanceNode {
+        let node = |host: &str, files, failures| gk_agent_proto::v1::RebalanceNode {
             host: host.into(),
             files,
             size_bytes: files * 10,
@@ -595,7 +595,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let brick = |b: &str, total: u64, free: u64| gk_agent::proto::BrickStatus {
+        let brick = |b: &str, total: u64, free: u64| gk_agent_proto::v1::BrickStatus {
             brick: b.into(),
             online: true,
             size_total_bytes: total,
@@ -603,7 +603,7 @@ mod tests {
             ..Default::default()
         };
         let removed = parse_bricks(&vol.bricks[2..]);
-        let roomy = gk_agent::proto::VolumeStatusResponse {
+        let roomy = gk_agent_proto::v1::VolumeStatusResponse {
             bricks: vec![
                 brick("h1:/b/0", 100, 80),
                 brick("h2:/b/1", 100, 90),
@@ -613,7 +613,7 @@ mod tests {
             ..Default::default()
         };
         assert!(fits(&vol, &roomy, &removed).is_ok());
-        let tight = gk_agent::proto::VolumeStatusResponse {
+        let tight = gk_agent_proto::v1::VolumeStatusResponse {
             bricks: vec![
                 brick("h1:/b/0", 100, 30),
                 brick("h2:/b/1", 100, 90),

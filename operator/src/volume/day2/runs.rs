@@ -2,7 +2,7 @@
 //! nodes, the nodes that lost track of it, and stopping it. Resizing and settling both use
 //! these; neither owns them.
 
-use gk_agent::proto::{RebalanceNode, RebalanceStatusResponse, VolumeRequest};
+use gk_agent_proto::v1::{RebalanceNode, RebalanceStatusResponse, VolumeRequest};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterVolume, ResizeStatus};
 use k8s_openapi::jiff::Timestamp;

@@ -2,7 +2,7 @@
 //! moves a file, and once every file has moved, check runs (rebalance again) repeat until
 //! one moves nothing. Only then is the resize Completed, and lookups optimised again.
 
-use gk_agent::proto::VolumeSetRequest;
+use gk_agent_proto::v1::VolumeSetRequest;
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterVolume, MigrationPhase, ResizeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -1,7 +1,7 @@
 //! What day-two steps carry from one reconcile to the next: the resize under way and the
 //! bricks that left the volume, recorded in status before gluster is asked to act.
 
-use gk_agent::proto::RebalanceStatusResponse;
+use gk_agent_proto::v1::RebalanceStatusResponse;
 use gk_api::crd::{GlusterVolume, GlusterVolumeStatus, ResizeStatus};
 use gk_gluster::Brick;
 use kube::api::{Api, Patch, PatchParams};
