@@ -1618,6 +1618,9 @@ async fn helm_install_upgrade_uninstall() {
         format!("clusterrole.rbac.authorization.k8s.io/{full}-operator"),
         format!("clusterrole.rbac.authorization.k8s.io/{full}-csi-controller"),
         format!("clusterrolebinding.rbac.authorization.k8s.io/{full}-operator"),
+        // Named after the release, so that it never meets another release's class (the
+        // demo's, say: README's `./demo.sh` then the test command).
+        format!("volumesnapshotclass.snapshot.storage.k8s.io/{full}"),
     ];
     if foreign.is_none() {
         wanted.push(format!("csidriver.storage.k8s.io/{}", gk_csi::DRIVER_NAME));
