@@ -181,7 +181,8 @@ async fn finished(k: &Cluster, name: &str, limit: Duration) -> (String, String) 
 }
 
 /// Waits until the demo namespace's PVC `name` is Bound.
-async fn pvc_bound(k: &Cluster, name: &str, limit: Duration) {
+/// Waits until claim `name` is Bound; returns its PersistentVolume's name.
+async fn pvc_bound(k: &Cluster, name: &str, limit: Duration) -> String {
     until(
         &format!("PVC {name} Bound"),
         limit,
@@ -199,7 +200,21 @@ async fn pvc_bound(k: &Cluster, name: &str, limit: Duration) {
                 .then_some(())
         },
     )
-    .await
+    .await;
+    pv_of(k, name)
+}
+
+/// The PersistentVolume bound to claim `name` of the demo's namespace.
+fn pv_of(k: &Cluster, name: &str) -> String {
+    k.kubectl(&[
+        "-n",
+        NS,
+        "get",
+        "pvc",
+        name,
+        "-o",
+        "jsonpath={.spec.volumeName}",
+    ])
 }
 
 /// Polls `f` every `every` until it returns Some, or panics naming `what` after `limit`.

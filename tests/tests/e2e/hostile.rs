@@ -14,7 +14,7 @@ use csi_proto::v1 as csi;
 use tonic::transport::Channel;
 use tonic::Code;
 
-use super::{mount_pod_of, release_pods, until, Cluster, NS, RELEASE_NS};
+use super::{mount_pod_of, pv_of, pvc_bound, release_pods, until, Cluster, NS, RELEASE_NS};
 
 const DRIVER: &str = "gluster.glusterkube.dev";
 const KUBELET: &str = "/var/lib/kubelet";
@@ -144,19 +144,8 @@ spec:
 pub async fn hostile_node_requests(k: &Cluster) {
     let started = Instant::now();
     // The orphan first: the plugin removes a pod only once it is a minute old.
-    let image = mount_pod_of(
-        k,
-        &k.kubectl(&[
-            "-n",
-            NS,
-            "get",
-            "pvc",
-            "shared",
-            "-o",
-            "jsonpath={.spec.volumeName}",
-        ]),
-    )
-    .expect("the demo's PV has a mount pod")["spec"]["containers"][0]["image"]
+    let image = mount_pod_of(k, &pv_of(k, "shared")).expect("the demo's PV has a mount pod")
+        ["spec"]["containers"][0]["image"]
         .as_str()
         .unwrap()
         .to_string();
@@ -172,24 +161,7 @@ spec:
   resources: {{requests: {{storage: 64Mi}}}}
 "#
     ));
-    let pv = until(
-        "the hostile scenario's PVC bound",
-        Duration::from_secs(120),
-        Duration::from_secs(1),
-        || {
-            let v = k.kubectl(&[
-                "-n",
-                NS,
-                "get",
-                "pvc",
-                "hostile",
-                "-o",
-                "jsonpath={.spec.volumeName}",
-            ]);
-            (!v.is_empty()).then_some(v)
-        },
-    )
-    .await;
+    let pv = pvc_bound(k, "hostile", Duration::from_secs(120)).await;
     let pv_json = k.json(&["get", "pv", &pv]);
     let volume_id = pv_json["spec"]["csi"]["volumeHandle"]
         .as_str()
