@@ -13,6 +13,7 @@ pub mod fops;
 pub mod fuse_calls;
 pub mod perf;
 pub mod provisioning;
+pub mod quotas;
 
 use std::path::Path;
 use std::process::Command;
@@ -272,6 +273,7 @@ pub enum Kind {
     Datapath,
     Provisioning,
     Footprint,
+    Quotas,
 }
 
 /// Every generated document in docs/benchmarks, by name (`NAME.json` renders into the
@@ -303,6 +305,7 @@ pub fn render_json(kind: Kind, json: &str) -> Result<String, serde_json::Error> 
         Kind::Datapath => datapath::render(&serde_json::from_str(json)?),
         Kind::Provisioning => provisioning::render(&serde_json::from_str(json)?),
         Kind::Footprint => footprint::render(&serde_json::from_str(json)?),
+        Kind::Quotas => quotas::render(&serde_json::from_str(json)?),
     })
 }
 
