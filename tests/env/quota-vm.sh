@@ -5,13 +5,21 @@
 # KVM needed), has no network device at all, and reports through a raw "io" disk that holds a
 # tar of its results directory.
 #
-#   tests/env/quota-vm.sh            build what is missing (cached), boot, test, print results
+#   tests/env/quota-vm.sh                    build what is missing (cached), boot, test, print results
+#   GK_VM_MODE=bench tests/env/quota-vm.sh   the same VM, benchmarking instead of testing
 #
 # Environment:
 #   GK_CACHE              cache root (default /var/cache/glusterkube); this script uses $GK_CACHE/vm
-#   GK_VM_TIMEOUT         seconds before the VM is killed (default 900)
+#   GK_VM_MODE            test (default): the checks; bench: a subdirectory PV's small-file and
+#                         write speed through FUSE on three replica-3 volumes side by side: no
+#                         quota, gluster's quota, the agent's XFS project quota (results/bench.json)
+#   GK_VM_TIMEOUT         seconds before the VM is killed (default 900; 1800 in bench mode)
 #   GK_VM_BRICK_DISKS     3 (default): each gluster brick on its own XFS disk, as on three nodes;
-#                         1: all three bricks on the one XFS disk of the plain-XFS checks
+#                         1: all three bricks on the one XFS disk of the plain-XFS checks (test
+#                         mode only)
+#   GK_VM_BENCH_FILES     bench mode: files per create/stat/unlink row (default 200; 300 with
+#                         3 reps made a bench run take 15.6 min under TCG)
+#   GK_VM_BENCH_REPS      bench mode: repetitions of the three cases, interleaved (default 3)
 #   GK_VM_SMP, GK_VM_MEM  vCPUs (default 2) and memory in MiB (default 2048)
 #   GK_DEBIAN_MIRROR      debootstrap mirror (default: the first URIs: of the apt sources)
 #
@@ -25,7 +33,8 @@
 #                                  booted with snapshot=on so it stays pristine
 #   vm/runs/last/                  the last run's console log and results
 #
-# Exit status: 0 when every check in the VM passed, 1 otherwise (or on a timeout).
+# Exit status: 0 when every check in the VM passed, 1 otherwise (or on a timeout); in bench
+# mode also 1 when bench.json is missing or short of 3 cases x 5 rows x GK_VM_BENCH_REPS samples.
 #
 # Note: XFS answers a write past a *project* quota's hard limit with ENOSPC ("No space left on
 # device"), not EDQUOT: xfs_trans_dqresv() returns -ENOSPC for XFS_DQTYPE_PROJ, so that a
@@ -36,8 +45,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
 
 vm="$GK_CACHE/vm"
-timeout_s=${GK_VM_TIMEOUT:-900}
+mode=${GK_VM_MODE:-test}
+case $mode in test|bench) ;; *) gk_die "GK_VM_MODE must be test or bench" ;; esac
+if [ "$mode" = bench ]; then timeout_s=${GK_VM_TIMEOUT:-1800}; else timeout_s=${GK_VM_TIMEOUT:-900}; fi
 brick_disks=${GK_VM_BRICK_DISKS:-3}
+bench_files=${GK_VM_BENCH_FILES:-200}
+bench_reps=${GK_VM_BENCH_REPS:-3}
 smp=${GK_VM_SMP:-2}
 mem=${GK_VM_MEM:-2048}
 suite=bookworm
@@ -46,6 +59,9 @@ vm_packages=(xfsprogs attr glusterfs-server glusterfs-client util-linux procps i
 vm_modules=(virtio_pci virtio_blk ext4 xfs fuse dummy crc32c_generic)
 host_packages=(qemu-system-x86 debootstrap kmod cpio e2fsprogs xfsprogs)
 case $brick_disks in 1|3) ;; *) gk_die "GK_VM_BRICK_DISKS must be 1 or 3" ;; esac
+[ "$mode" = test ] || [ "$brick_disks" = 3 ] || gk_die "bench mode puts one brick on each of three disks: GK_VM_BRICK_DISKS=1 is for test mode"
+[[ $bench_files =~ ^[1-9][0-9]*$ ]] || gk_die "GK_VM_BENCH_FILES must be a positive integer"
+[[ $bench_reps =~ ^[1-9][0-9]*$ ]] || gk_die "GK_VM_BENCH_REPS must be a positive integer"
 # The brick agent whose quota path (gk-agent projects) the VM runs on its bricks.
 agent=${GK_VM_AGENT:-${CARGO_TARGET_DIR:-$GK_CACHE/cargo-target}/debug/gk-agent}
 [ -x "$agent" ] || gk_die "no brick agent at $agent: run cargo build -p gk-agent first (or set GK_VM_AGENT)"
@@ -219,6 +235,9 @@ hostname gkvm
 ip link set lo up
 R=/results; mkdir -p $R
 BRICK_DISKS=__BRICK_DISKS__
+MODE=__MODE__
+BENCH_FILES=__BENCH_FILES__
+BENCH_REPS=__BENCH_REPS__
 
 disk() { local s; for s in /sys/block/vd*/serial; do [ "$(cat "$s")" = "$1" ] && { echo "/dev/$(basename "$(dirname "$s")")"; return; }; done; return 1; }
 io=$(disk gkio)
@@ -281,6 +300,159 @@ sys.exit(2)
 PY
 }
 dfk() { df -k --output=size,used,avail "$1" | tail -1 | tr -s ' ' | sed 's/^ //'; }   # "size used avail" in KiB
+
+# --- bench mode (GK_VM_MODE=bench): instead of the checks below ----------------------------------
+# A subdirectory PV's small-file and write speed through FUSE, side by side on three replica-3
+# volumes (one brick per XFS disk): vnone (no quota), vgluster (gluster's quota as the product
+# would ship it: soft-timeout 1, hard-timeout 0, deem-statfs, a 1 GB limit on /pv) and vproject
+# (the PV's size in trusted.glusterkube.pv-size, the agent's XFS project quota on each brick).
+# The cases are interleaved, rotated per repetition; every sample carries the VM's load1.
+# Writes /results/bench.json; results.txt keeps PASS/FAIL for the setup steps.
+if [ "$MODE" = bench ]; then
+  tb=$(now)
+  host=gkvm
+  for i in 1 2 3; do
+    m=/data; [ $i = 1 ] || m=/data$i
+    mkdir -p $m
+    run mount$i mount -o prjquota "$(disk gkdata$i)" $m && pass bench-mount-$i "mount -o prjquota gkdata$i on $m" \
+      || { fail bench-mount-$i "see log; dmesg: $(dmesg | grep -i xfs | tail -2 | tr '\n' ' ')"; exit 1; }
+  done
+  mkdir -p /var/log/glusterfs /var/lib/glusterd
+  glusterd --log-file=/var/log/glusterfs/glusterd.log
+  ok=false
+  for i in $(seq 1 120); do gluster --mode=script pool list >/dev/null 2>&1 && { ok=true; break; }; sleep 1; done
+  $ok && pass glusterd-start "glusterd answers after $(awk "BEGIN{print $(now)-$tb}")s" || { fail glusterd-start "glusterd did not answer"; cp -r /var/log/glusterfs $R/; exit 1; }
+  gv=$(glusterfs --version | head -1)
+  info gluster-version "$gv"
+  cases=(none gluster project)
+  declare -A prefix=([none]=bn [gluster]=bg [project]=bp)
+  for c in "${cases[@]}"; do
+    v=v$c; p=${prefix[$c]}; tv=$(now)
+    if run create-$v gluster --mode=script volume create $v replica 3 $host:/data/${p}1 $host:/data2/${p}2 $host:/data3/${p}3 force \
+      && run start-$v gluster --mode=script volume start $v \
+      && mkdir -p /mnt/$v && run mount-$v mount -t glusterfs $host:/$v /mnt/$v && mkdir /mnt/$v/pv; then
+      pass bench-volume-$c "$v (replica 3: /data/${p}1 /data2/${p}2 /data3/${p}3) created, started, mounted on /mnt/$v, /pv made in $(awk "BEGIN{print $(now)-$tv}")s"
+    else fail bench-volume-$c "$v: see log"; cp -r /var/log/glusterfs $R/; exit 1; fi
+  done
+  # gluster's quota on vgluster
+  g=vgluster
+  run quota-enable gluster --mode=script volume quota $g enable && pass bench-gluster-quota-enable "volume quota $g enable" \
+    || fail bench-gluster-quota-enable "see log"
+  for o in "features.soft-timeout 1" "features.hard-timeout 0" "features.quota-deem-statfs on"; do
+    run quota-option gluster --mode=script volume set $g $o && pass bench-gluster-option "volume set $g $o" || fail bench-gluster-option "volume set $g $o: see log"
+  done
+  # Which spelling of the soft limit 10.3's CLI takes: both are tried, the last accepted stays.
+  soft=""
+  for s in 80 80%; do
+    if run limit-usage gluster --mode=script volume quota $g limit-usage /pv 1GB $s; then
+      soft="$soft $s"; info bench-gluster-soft-limit "limit-usage /pv 1GB $s: accepted"
+    else info bench-gluster-soft-limit "limit-usage /pv 1GB $s: refused: $(tail -2 $R/log.txt | head -1)"; fi
+  done
+  l=$(gluster --mode=script volume quota $g list /pv 2>&1 | grep '^/pv' | tr -s ' ')
+  [ -n "$soft" ] && echo "$l" | grep -q '1.0GB 80%' && pass bench-gluster-limit "limit-usage /pv 1GB (soft limit accepted as:$soft); quota list: $l" \
+    || fail bench-gluster-limit "soft limit accepted as:${soft:- none}; quota list: $l"
+  # the agent's project quota on vproject
+  if setfattr -n trusted.glusterkube.pv-size -v 1073741824 /mnt/vproject/pv; then
+    okp=true; sum=""
+    for b in /data/bp1 /data2/bp2 /data3/bp3; do
+      log "+ gk-agent projects reconcile --layout replicate $b"
+      o=$(timeout 120 gk-agent projects reconcile --layout replicate $b 2>&1); rc=$?
+      echo "$o" >> $R/log.txt
+      { [ $rc = 0 ] && echo "$o" | grep -q "pv .*assigned: true"; } || okp=false
+      sum="$sum $b/pv: $(echo "$o" | grep -o 'id: [0-9]*, limit: [0-9]*, assigned: [a-z]*' | head -1) [$(xfs_io -r -c lsproj $b/pv 2>&1)];"
+    done
+    $okp && pass bench-project-reconcile "reconcile --layout replicate assigned on each brick:$sum" || fail bench-project-reconcile "exit $rc;$sum"
+  else fail bench-project-reconcile "setfattr trusted.glusterkube.pv-size on /mnt/vproject/pv failed"; fi
+  # the same performance.* options everywhere (all defaults)
+  for c in "${cases[@]}"; do gluster --mode=script volume get v$c all 2>/dev/null | awk '$1 ~ /^performance\./' > $R/options-performance-v$c.txt; done
+  if [ -s $R/options-performance-vnone.txt ] && cmp -s $R/options-performance-vnone.txt $R/options-performance-vgluster.txt \
+    && cmp -s $R/options-performance-vnone.txt $R/options-performance-vproject.txt; then
+    pass bench-options-identical "the $(wc -l < $R/options-performance-vnone.txt) performance.* options are the same on the three volumes"
+  else fail bench-options-identical "performance.* options differ: $(diff $R/options-performance-vnone.txt $R/options-performance-vgluster.txt; diff $R/options-performance-vnone.txt $R/options-performance-vproject.txt | tr '\n' ' ')"; fi
+  for c in "${cases[@]}"; do info bench-df-$c "df /mnt/v$c/pv (KiB size used avail): $(dfk /mnt/v$c/pv)"; done
+  info bench-setup-timing "setup took $(awk "BEGIN{print $(now)-$tb}")s"
+  flush
+  # bench.py DIR CASE REP N: the five rows in DIR, one JSON sample a line on stdout.
+  cat > /tmp/bench.py <<'PY'
+import json, os, sys, time
+d, case, rep, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+buf4k, buf1m = b"\x5a" * 4096, b"\xa5" * (1 << 20)
+def load1():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+def emit(row, value, unit):
+    print(json.dumps({"rep": rep, "case": case, "row": row, "value": round(float(value), 3), "unit": unit, "load1": load1()}), flush=True)
+def writeall(fd, b):
+    v = memoryview(b)
+    while v:
+        v = v[os.write(fd, v):]
+names = [os.path.join(d, f"f{i:05d}") for i in range(n)]
+try:
+    t = time.monotonic()
+    for p in names:
+        fd = os.open(p, os.O_CREAT | os.O_WRONLY, 0o644)
+        writeall(fd, buf4k)
+        os.close(fd)
+    emit("create", n / (time.monotonic() - t), "ops/s")
+    t = time.monotonic()
+    for p in names:
+        os.stat(p)
+    emit("stat", n / (time.monotonic() - t), "ops/s")
+    t = time.monotonic()
+    for p in names:
+        os.unlink(p)
+    emit("unlink", n / (time.monotonic() - t), "ops/s")
+    for row, b, count in (("write4k", buf4k, 512), ("write1m", buf1m, 32)):
+        p = os.path.join(d, row)
+        t = time.monotonic()
+        fd = os.open(p, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        for _ in range(count):
+            writeall(fd, b)
+            os.fsync(fd)
+        os.close(fd)
+        emit(row, len(b) * count / 1e6 / (time.monotonic() - t), "MB/s")
+        os.unlink(p)
+finally:
+    for p in os.listdir(d):  # what an error left behind
+        os.unlink(os.path.join(d, p))
+PY
+  : > /tmp/samples.jsonl
+  for rep in $(seq 0 $((BENCH_REPS - 1))); do
+    for k in 0 1 2; do
+      c=${cases[$(( (rep + k) % 3 ))]}
+      tc=$(now)
+      if python3 /tmp/bench.py /mnt/v$c/pv $c $rep $BENCH_FILES >> /tmp/samples.jsonl 2>> $R/log.txt; then
+        log "bench rep $rep $c: $(awk "BEGIN{print $(now)-$tc}")s: $(tail -5 /tmp/samples.jsonl | sed 's/.*"row": "\([a-z0-9]*\)", "value": \([0-9.]*\).*/\1 \2/' | tr '\n' ' ')"
+      else fail bench-run "rep $rep, $c: $(tail -1 $R/log.txt)"; fi
+    done
+    cp /tmp/samples.jsonl $R/samples.jsonl; flush
+  done
+  # bench.json, and the medians per case and row as INFO lines
+  python3 - /tmp/samples.jsonl $R/bench.json "$BENCH_FILES" "$BENCH_REPS" "$gv" "$(nproc)" > /tmp/medians.txt <<'PY'
+import json, os, statistics, sys
+src, dst, n, reps, gv, cpus = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
+samples = [json.loads(l) for l in open(src) if l.strip()]
+doc = {"files": n, "reps": reps, "kernel": os.uname().release, "glusterfs": gv, "vm_cpus": cpus, "samples": samples}
+with open(dst, "w") as f:
+    json.dump(doc, f, indent=1)
+for row in ("create", "stat", "unlink", "write4k", "write1m"):
+    cells = []
+    for case in ("none", "gluster", "project"):
+        v = [s["value"] for s in samples if s["case"] == case and s["row"] == row]
+        cells.append(f"{case} {statistics.median(v):.2f}" if v else f"{case} -")
+    unit = "MB/s" if row.startswith("write") else "ops/s"
+    print(f"bench-median-{row} {', '.join(cells)} {unit} (median of {reps})")
+PY
+  while read -r name rest; do info "$name" "$rest"; done < /tmp/medians.txt
+  ns=$(grep -c . /tmp/samples.jsonl)
+  [ -s $R/bench.json ] && [ "$ns" = $((15 * BENCH_REPS)) ] && pass bench-samples "$ns samples (3 cases x 5 rows x $BENCH_REPS reps) in bench.json" \
+    || fail bench-samples "$ns samples, wanted $((15 * BENCH_REPS)); bench.json: $(ls -l $R/bench.json 2>&1)"
+  info bench-timing "the bench took $(awk "BEGIN{print $(now)-$tb}")s after setup began"
+  for c in "${cases[@]}"; do umount /mnt/v$c 2>/dev/null; done
+  mkdir -p $R/glusterfs-logs && cp -r /var/log/glusterfs/. $R/glusterfs-logs/ 2>/dev/null
+  info total "in-VM run ended at $(now)s after kernel start"
+  exit 0
+fi
 
 # --- 1. plain XFS ----------------------------------------------------------------------------
 t0=$(now)
@@ -530,7 +702,8 @@ RUN
 # --- one run ----------------------------------------------------------------------------------
 run_dir="$vm/runs/$(date +%Y%m%d-%H%M%S)-$$"
 mkdir -p "$run_dir/ir"
-run_test | sed "s/__BRICK_DISKS__/$brick_disks/" > "$run_dir/ir/run-test.sh"
+run_test | sed -e "s/__BRICK_DISKS__/$brick_disks/" -e "s/__MODE__/$mode/" \
+  -e "s/__BENCH_FILES__/$bench_files/" -e "s/__BENCH_REPS__/$bench_reps/" > "$run_dir/ir/run-test.sh"
 chmod 755 "$run_dir/ir/run-test.sh"
 cp "$agent" "$run_dir/ir/gk-agent"
 (cd "$run_dir/ir" && printf '%s\n' run-test.sh gk-agent | cpio -o -H newc -R 0:0 --quiet) | gzip -1 > "$run_dir/run.cpio.gz"
@@ -547,6 +720,7 @@ for i in $(seq 1 "$ndata"); do
 done
 truncate -s 64M "$run_dir/io.img"
 
+gk_log "$mode mode$([ "$mode" = test ] || echo " ($bench_files files, $bench_reps reps)")"
 gk_log "booting $kpkg under TCG ($smp vCPUs, ${mem} MiB, no network; timeout ${timeout_s}s); console: $run_dir/console.log"
 start=$(date +%s.%N)
 rc=0
@@ -580,7 +754,15 @@ echo "== qemu exit $rc after ${elapsed}s wall time =="
 npass=$(grep -c '^PASS' "$results" 2>/dev/null || true)
 nfail=$(grep -c '^FAIL' "$results" 2>/dev/null || true)
 echo "${npass:-0} passed, ${nfail:-0} failed"
-if [ "$rc" = 0 ] && [ "${nfail:-0}" = 0 ] && [ "${npass:-0}" -gt 0 ] && grep -q '^INFO total' "$results"; then
+bench_ok=true
+if [ "$mode" = bench ]; then
+  bench="$run_dir/results/bench.json"
+  # (json.dump writes each sample's "row" key once, as "row": "...")
+  nsamples=$(grep -o '"row": "' "$bench" 2>/dev/null | wc -l || true)
+  echo "bench: $bench ($nsamples samples, wanted $((15 * bench_reps)))"
+  [ -s "$bench" ] && [ "$nsamples" = $((15 * bench_reps)) ] || bench_ok=false
+fi
+if [ "$rc" = 0 ] && [ "${nfail:-0}" = 0 ] && [ "${npass:-0}" -gt 0 ] && grep -q '^INFO total' "$results" && $bench_ok; then
   exit 0
 fi
 exit 1
