@@ -297,6 +297,7 @@ pub const DOCS: &[(&str, Kind)] = &[
     ("datapath-profile", Kind::Datapath),
     ("csi-provisioning", Kind::Provisioning),
     ("operator-footprint", Kind::Footprint),
+    ("quotas-vm", Kind::Quotas),
 ];
 
 /// The generated block `json` (a results file of `kind`) renders to.
