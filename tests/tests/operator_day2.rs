@@ -868,7 +868,14 @@ async fn day_two_operations_on_real_gluster() {
         )
         .await
     };
-    pdb_allows(1, 60).await;
+    // 180 s, as after the eviction below: once in CI at 1ad0c4c the disruption controller
+    // had not allowed one within 60 s of the rollout's end (a rerun passed; why is not known).
+    let pdb_wait = std::time::Instant::now();
+    pdb_allows(1, 180).await;
+    eprintln!(
+        "day2: the PDB allowed a disruption {:?} after the rollout settled",
+        pdb_wait.elapsed()
+    );
     let events_before = kubelet.events().len();
     pods.evict("pool-storage-1-0", &EvictParams::default())
         .await
