@@ -7,3 +7,14 @@
 pub mod v1 {
     tonic::include_proto!("glusterkube.agent.v1");
 }
+
+/// How a volume's subdirectory PVs are sized: a gluster volume option the operator sets
+/// once, when it makes the volume (or on an empty pool), and the agents read.
+pub mod pv_quota {
+    /// The option. Absent means gluster's quota, as on every volume made before it.
+    pub const OPTION: &str = "user.glusterkube.pv-quota";
+    /// Each brick filesystem's project quota on the PV's directory.
+    pub const PROJECT: &str = "project";
+    /// Gluster's quota translator (`gluster volume quota ... limit-usage`).
+    pub const GLUSTER: &str = "gluster";
+}

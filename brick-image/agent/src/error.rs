@@ -23,6 +23,9 @@ pub enum AgentError {
     Gluster(#[from] GlusterError),
     #[error(transparent)]
     Mount(#[from] MountError),
+    /// Sizing a PV directory by the brick filesystem's project quota failed.
+    #[error("project quota: {0}")]
+    Projects(#[from] crate::projects::ProjectError),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -70,7 +73,12 @@ impl From<AgentError> for Status {
             },
             AgentError::Mount(MountError::Invalid { .. }) => Code::InvalidArgument,
             AgentError::Mount(_) => Code::Unavailable,
-            AgentError::Io { .. } => Code::Internal,
+            AgentError::Projects(crate::projects::ProjectError::Unsupported { .. })
+            | AgentError::Projects(crate::projects::ProjectError::NotServed(_))
+            | AgentError::Projects(crate::projects::ProjectError::Exhausted(_)) => {
+                Code::FailedPrecondition
+            }
+            AgentError::Projects(_) | AgentError::Io { .. } => Code::Internal,
         };
         Status::new(code, e.to_string())
     }

@@ -113,6 +113,28 @@ enum ProjectsCmd {
     },
     /// Lift DIR's limit and forget its project id.
     Release { dir: PathBuf },
+    /// Give one PV directory of VOLUME, on each of this node's bricks of it, its project and
+    /// limit, as SubdirEnforce does (the volume's layout and bricks read from glusterd).
+    EnforceDir {
+        #[arg(long)]
+        address: String,
+        #[arg(long)]
+        volume: String,
+        /// The directory, absolute inside the volume (/pvc-1).
+        path: String,
+    },
+    /// One standing pass, as the serving agent runs every minute: every PV directory on
+    /// this node's bricks of each volume sized by project quotas (its layout read from
+    /// glusterd) gets its project and limit; gone directories give theirs back.
+    Keep {
+        /// This node's address as gluster names its bricks.
+        #[arg(long)]
+        address: String,
+        /// The node's disks (brick roots); the pass asks gluster nothing when none has
+        /// project quotas.
+        #[arg(long = "brick-root", required = true)]
+        brick_roots: Vec<PathBuf>,
+    },
 }
 
 fn layout(s: &str) -> Result<gk_agent::projects::Layout, String> {
@@ -150,7 +172,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         ..ProcessRunner::default()
     });
     match cli.command {
-        Command::Projects { action } => projects(action).await,
+        Command::Projects { action } => projects(action, &gluster).await,
         Command::Health => {
             let health = gk_agent::health(&gluster, &Default::default()).await?;
             println!("{}", serde_json::to_string(&health)?);
@@ -193,6 +215,11 @@ async fn main() -> anyhow::Result<ExitCode> {
                 .with_context(|| {
                     format!("reading the agent certificate from {}", tls_dir.display())
                 })?;
+            tokio::spawn(gk_agent::projects::keeper::run(
+                gluster.clone(),
+                advertise_address.clone(),
+                brick_roots.clone(),
+            ));
             let mut agent = Agent::new(
                 gluster,
                 AgentConfig {
@@ -220,7 +247,10 @@ async fn main() -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn projects(action: ProjectsCmd) -> anyhow::Result<ExitCode> {
+async fn projects(
+    action: ProjectsCmd,
+    gluster: &Gluster<ProcessRunner>,
+) -> anyhow::Result<ExitCode> {
     use gk_agent::projects;
     match action {
         ProjectsCmd::Check { path } => {
@@ -263,6 +293,41 @@ async fn projects(action: ProjectsCmd) -> anyhow::Result<ExitCode> {
             }
         }
         ProjectsCmd::Release { dir } => projects::release(&dir).await?,
+        ProjectsCmd::EnforceDir {
+            address,
+            volume,
+            path,
+        } => {
+            let v = gluster
+                .volume_info(&volume)
+                .await?
+                .with_context(|| format!("volume {volume} does not exist"))?;
+            anyhow::ensure!(
+                projects::volume::by_projects(&v),
+                "volume {volume} does not have {}={}",
+                gk_agent_proto::pv_quota::OPTION,
+                gk_agent_proto::pv_quota::PROJECT
+            );
+            for (brick, done) in projects::volume::enforce_dir(&v, &address, &path).await? {
+                println!("{brick} id={} limit={}", done.id, done.limit);
+            }
+        }
+        ProjectsCmd::Keep {
+            address,
+            brick_roots,
+        } => {
+            let s = projects::keeper::pass(gluster, &address, &brick_roots).await?;
+            println!("volumes={}", s.volumes);
+            for (dir, id, limit) in &s.changed {
+                println!("{} id={id} limit={limit}", dir.display());
+            }
+            for (dir, why) in &s.failed {
+                eprintln!("{}: {why}", dir.display());
+            }
+            if !s.failed.is_empty() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -105,6 +105,33 @@ pub fn read_limit_if_present(dir: &Path) -> Result<Option<u64>, AgentError> {
     }
 }
 
+/// A PV directory's size: gluster's limit on it, or the size recorded for the bricks'
+/// project quotas (`crate::projects`); None when it has neither or does not exist.
+pub fn read_pv_size(dir: &Path) -> Result<Option<u64>, AgentError> {
+    if let Some(limit) = read_limit_if_present(dir)? {
+        return Ok(Some(limit));
+    }
+    match crate::projects::recorded_size(dir) {
+        Err(crate::projects::ProjectError::Io(_, e))
+            if e.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(None)
+        }
+        other => Ok(other?),
+    }
+}
+
+/// Bytes used in a directory sized by project quotas, from its statfs: the brick
+/// filesystems report the project's use there.
+fn project_used(dir: &Path) -> Result<u64, AgentError> {
+    rustix::fs::statvfs(dir)
+        .map(|st| st.f_blocks.saturating_sub(st.f_bfree) * st.f_frsize)
+        .map_err(|e| AgentError::Io {
+            what: format!("reading the use of {}", dir.display()),
+            source: e.into(),
+        })
+}
+
 /// Bytes used below `dir` as quota accounts them (0 before anything was written).
 pub fn read_used(dir: &Path) -> Result<u64, AgentError> {
     let mut buf = [0u8; 64];
@@ -155,7 +182,17 @@ pub fn list_top_level(root: &Path) -> Result<Vec<Limited>, AgentError> {
                 limit_bytes,
                 used_bytes: read_used(&dir)?,
             }),
-            Ok(None) => {}
+            Ok(None) => match crate::projects::recorded_size(&dir) {
+                Ok(Some(limit_bytes)) => out.push(Limited {
+                    path: format!("/{name}"),
+                    limit_bytes,
+                    used_bytes: project_used(&dir)?,
+                }),
+                Ok(None) => {}
+                Err(crate::projects::ProjectError::Io(_, e))
+                    if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            },
             // Deleted while listing.
             Err(AgentError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             }

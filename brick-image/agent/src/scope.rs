@@ -16,7 +16,7 @@ use crate::proto::brick_agent_server::BrickAgentServer;
 
 /// The RPCs an external-mode agent serves: read-only ones, and the subdirectory and
 /// snapshot RPCs of CSI subdirectory volumes.
-pub const EXTERNAL_RPCS: [&str; 17] = [
+pub const EXTERNAL_RPCS: [&str; 18] = [
     "Health",
     "VolumeInfo",
     "VolumeStatus",
@@ -29,6 +29,7 @@ pub const EXTERNAL_RPCS: [&str; 17] = [
     "SubdirExpand",
     "SubdirList",
     "SubdirGet",
+    "SubdirEnforce",
     "SubdirFill",
     "SnapshotCreate",
     "SnapshotGet",

@@ -15,7 +15,9 @@
 //! like a full disk), which gluster passes to the client unchanged; `df` on a mount of the
 //! directory shows the limit and the use, from the bricks' statfs.
 
+pub mod keeper;
 pub mod plan;
+pub mod volume;
 pub mod xfs;
 
 use std::path::{Path, PathBuf};
@@ -42,8 +44,7 @@ pub enum ProjectError {
     #[error(transparent)]
     NotServed(#[from] NotServed),
     #[error(
-        "{} is on {fs_type} at {}, not mounted with project quotas (XFS with prjquota); \
-         the volume's PVs keep gluster's quota",
+        "{} is on {fs_type} at {}, not mounted with project quotas (XFS with prjquota)",
         .path.display(), .mount_point.display()
     )]
     Unsupported {
@@ -51,6 +52,20 @@ pub enum ProjectError {
         fs_type: String,
         mount_point: PathBuf,
     },
+}
+
+/// Whether the filesystem holding `root` enforces project quotas; if not, why.
+pub fn capable(root: &Path) -> Result<(), ProjectError> {
+    let fs = xfs::brick_fs(root)?;
+    if fs.project_quotas {
+        Ok(())
+    } else {
+        Err(ProjectError::Unsupported {
+            path: root.into(),
+            fs_type: fs.fs_type,
+            mount_point: fs.mount_point,
+        })
+    }
 }
 
 /// The size recorded on `dir`, if any.

@@ -1,6 +1,7 @@
 //! The BrickAgent gRPC service over one node's glusterd.
 
 mod inspect;
+mod projects;
 mod snapshot;
 
 use std::collections::{BTreeMap, HashMap};
@@ -66,6 +67,7 @@ pub struct Agent<R> {
     locks: VolumeLocks,
     registrar: Registrar,
     quota_ready: Arc<Mutex<HashMap<String, Instant>>>,
+    project_volumes: projects::ProjectVolumes,
     copies: crate::snapshot::Copies,
     /// Set for a pool made by hand: the volumes served, whose settings are never changed.
     scope: Option<crate::scope::Scope>,
@@ -83,6 +85,7 @@ impl<R: CommandRunner + Clone + 'static> Agent<R> {
             config,
             locks,
             quota_ready: Arc::default(),
+            project_volumes: Arc::default(),
             copies: Default::default(),
             scope: None,
             version: Default::default(),
@@ -556,10 +559,13 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
                 let (total_bytes, free_bytes) = rustix::fs::statvfs(root)
                     .map(|st| (st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize))
                     .unwrap_or_default();
+                let (project_quotas, project_quotas_reason) = projects::disk_quotas(root);
                 Disk {
                     brick_root: root.display().to_string(),
                     total_bytes,
                     free_bytes,
+                    project_quotas,
+                    project_quotas_reason,
                 }
             })
             .collect();
@@ -859,6 +865,9 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
         // Creates of different directories need no gluster transaction, so they only
         // serialise per directory; the volume lock is for glusterd work.
         let _guard = self.locks.lock(&subdir_lock(&volume, &path)).await;
+        if let Some(v) = self.by_projects(&volume).await? {
+            return self.project_subdir_create(&v, path, req.limit_bytes).await;
+        }
         self.quota_ready(&volume).await?;
         let dir = self.subdir(&volume, &path).await?;
         match std::fs::create_dir(&dir) {
@@ -883,6 +892,7 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
                         return Ok(Response::new(SubdirResponse {
                             path,
                             limit_bytes: req.limit_bytes,
+                            ..Default::default()
                         }));
                     }
                     // Made by a create that failed before its limit: finish it.
@@ -910,6 +920,7 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
         Ok(Response::new(SubdirResponse {
             path,
             limit_bytes: req.limit_bytes,
+            ..Default::default()
         }))
     }
 
@@ -957,6 +968,9 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
         }
         std::fs::remove_dir_all(&dir)
             .map_err(AgentError::io(format!("removing {path} on {volume}")))?;
+        if let Some(v) = self.by_projects(&volume).await? {
+            self.project_release_here(&v, &path).await;
+        }
         Ok(Response::new(SubdirDeleteResponse { deleted: true }))
     }
 
@@ -966,7 +980,7 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
         let path = subdir_path("path", &req.path)?;
         log_rpc("SubdirGet", &volume);
         let dir = self.subdir(&volume, &path).await?;
-        let limit = tokio::task::spawn_blocking(move || quota::read_limit_if_present(&dir))
+        let limit = tokio::task::spawn_blocking(move || quota::read_pv_size(&dir))
             .await
             .map_err(|e| {
                 Status::internal(format!("reading the limit of {path} on {volume}: {e}"))
@@ -974,7 +988,11 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
         let limit_bytes = limit.ok_or_else(|| {
             AgentError::NotFound(format!("subdirectory {path} with a limit on {volume}"))
         })?;
-        Ok(Response::new(SubdirResponse { path, limit_bytes }))
+        Ok(Response::new(SubdirResponse {
+            path,
+            limit_bytes,
+            ..Default::default()
+        }))
     }
 
     async fn subdir_expand(&self, req: Request<SubdirCreateRequest>) -> Reply<SubdirResponse> {
@@ -983,6 +1001,9 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
         let path = subdir_path("path", &req.path)?;
         log_rpc("SubdirExpand", &volume);
         let _guard = self.locks.lock(&subdir_lock(&volume, &path)).await;
+        if let Some(v) = self.by_projects(&volume).await? {
+            return self.project_subdir_expand(&v, path, req.limit_bytes).await;
+        }
         self.quota_ready(&volume).await?;
         let dir = self.subdir(&volume, &path).await?;
         let current = match std::fs::symlink_metadata(&dir) {
@@ -1006,6 +1027,7 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
         Ok(Response::new(SubdirResponse {
             path,
             limit_bytes: req.limit_bytes,
+            ..Default::default()
         }))
     }
 
@@ -1074,6 +1096,10 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
 
     async fn snapshot_list(&self, req: Request<VolumeRequest>) -> Reply<SnapshotListResponse> {
         self.snapshot_list_rpc(req).await
+    }
+
+    async fn subdir_enforce(&self, req: Request<SubdirGetRequest>) -> Reply<SubdirEnforceResponse> {
+        self.subdir_enforce_rpc(req).await
     }
 
     async fn subdir_fill(&self, req: Request<SubdirFillRequest>) -> Reply<SubdirFillResponse> {

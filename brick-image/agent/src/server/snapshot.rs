@@ -42,7 +42,7 @@ fn fill_key(volume: &str, from: &str, path: &str) -> String {
 /// The limit of `path` under `root`, or NotFound naming it.
 fn limited_dir(root: &Path, volume: &str, path: &str) -> Result<(PathBuf, u64), AgentError> {
     let dir = root.join(&path[1..]);
-    let limit = quota::read_limit_if_present(&dir)?.ok_or_else(|| {
+    let limit = quota::read_pv_size(&dir)?.ok_or_else(|| {
         AgentError::NotFound(format!("subdirectory {path} with a limit on {volume}"))
     })?;
     Ok((dir, limit))
