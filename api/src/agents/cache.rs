@@ -279,6 +279,21 @@ impl AgentCache {
         ))
     }
 
+    /// Kept channels to the agents of every one of `candidates`, for a call each node must
+    /// make itself (a PV's project limit on its own bricks). The cluster's credentials must
+    /// have been read ([`Self::pick`] does).
+    pub fn every(
+        &self,
+        gc: &GlusterCluster,
+        candidates: &[Candidate],
+    ) -> Result<Vec<BrickAgentClient<Channel>>, String> {
+        candidates
+            .iter()
+            .map(|c| self.channel(gc, &c.ip).map(|(kept, _)| kept))
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())
+    }
+
     /// The cluster's brick agents that answer a health call, in spec order, and the nodes
     /// whose agent does not (with why), through the kept channels; `asked` says whether an
     /// answer from the last `ANSWERED_FOR` stands. `creds` are the

@@ -154,6 +154,9 @@ pub struct AgentDisk {
     pub brick_root: String,
     pub total_bytes: u64,
     pub free_bytes: u64,
+    /// Its filesystem enforces project quotas (XFS with prjquota): PVs on it can be sized by
+    /// the disk itself. `Err` says why not (an agent from before it was asked: unknown).
+    pub project_quotas: Result<(), String>,
 }
 
 /// A storage node whose agent did not answer, and why.
@@ -371,12 +374,20 @@ pub fn node_agent(
             brick_root: health.brick_root,
             total_bytes: health.brick_root_total_bytes,
             free_bytes: health.brick_root_free_bytes,
+            project_quotas: Err("its agent does not say whether it has project quotas".into()),
         }]
     } else {
         health
             .disks
             .into_iter()
             .map(|d| AgentDisk {
+                project_quotas: match (d.project_quotas, d.project_quotas_reason.is_empty()) {
+                    (true, _) => Ok(()),
+                    (false, false) => Err(d.project_quotas_reason),
+                    (false, true) => {
+                        Err("its agent does not say whether it has project quotas".into())
+                    }
+                },
                 brick_root: d.brick_root,
                 total_bytes: d.total_bytes,
                 free_bytes: d.free_bytes,

@@ -238,6 +238,29 @@ pub struct GlusterVolumeStatus {
     /// The last change of the brick count and its data migration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resize: Option<ResizeStatus>,
+    /// How the volume's subdirectory PVs are held to their size, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pv_quota: Option<PvQuotaStatus>,
+}
+
+/// How a volume's subdirectory PVs are held to their size.
+#[derive(KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PvQuotaStatus {
+    pub enforcement: PvQuotaEnforcement,
+    /// Why this one (and, for Gluster, what would give the volume Project).
+    pub reason: String,
+}
+
+/// Who enforces a subdirectory PV's size.
+#[derive(schemars::JsonSchema, Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PvQuotaEnforcement {
+    /// Each brick filesystem's project quota on the PV's directory (XFS with prjquota):
+    /// no cost on the I/O path.
+    Project,
+    /// Gluster's quota translator, which updates every ancestor directory on each create,
+    /// write and unlink (creates and unlinks about 2× slower).
+    Gluster,
 }
 
 /// A change of the brick count: bricks added then a rebalance, or a remove-brick migration

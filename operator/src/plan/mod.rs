@@ -9,6 +9,7 @@ pub mod migration;
 pub mod node;
 pub mod placement;
 pub mod profiles;
+pub mod pv_quota;
 pub mod rollout;
 pub mod settle;
 pub mod size;

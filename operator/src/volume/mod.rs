@@ -122,6 +122,19 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
             Err(other) => return Err(other),
         }
     }
+    let disks: Vec<(String, Vec<gk_api::agents::AgentDisk>)> = agents
+        .iter()
+        .map(|a| (a.address.clone(), a.disks.clone()))
+        .collect();
+    let adopted = gv.spec.existing_volume.is_some();
+    let decide = |v: &gk_agent_proto::v1::Volume| {
+        let nodes: Vec<crate::plan::pv_quota::NodeDisks> = disks
+            .iter()
+            .map(|(a, d)| (a.as_str(), d.as_slice()))
+            .collect();
+        crate::plan::pv_quota::decide(v, &nodes, adopted)
+    };
+    let mut pv_quota = existing.as_ref().and_then(|v| decide(v).set);
     match &existing {
         None => {
             if !down.is_empty() {
@@ -139,6 +152,9 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
                 return Err(Error::NotReady(msg));
             }
             create::run(ctx, gv, &gc, &name, &mut agents, &access).await?;
+            pv_quota = info(&mut agents[0], &name)
+                .await?
+                .and_then(|v| decide(&v).set);
         }
         Some(v) if v.status != "Started" => {
             // A create cut short (the operator stopped while the agent was at it) leaves the
@@ -147,7 +163,17 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
             // started without it serves clients without TLS). A refused access option stops
             // here, as it does below.
             let lookups = options::lookups(gv, keep.resize.as_ref());
-            options::apply(ctx, gv, &gc, &name, &mut agents[0], access.clone(), lookups).await?;
+            options::apply(
+                ctx,
+                gv,
+                &gc,
+                &name,
+                &mut agents[0],
+                access.clone(),
+                lookups,
+                pv_quota,
+            )
+            .await?;
             agents[0]
                 .client
                 .volume_start(VolumeStartRequest {
@@ -170,8 +196,19 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         },
     };
     let lookups = options::lookups(gv, day2.resize.as_ref());
-    let applied = options::apply(ctx, gv, &gc, &name, &mut agents[0], access, lookups).await?;
-    observe::run(gv, ctx, &gc, &name, &mut agents, &applied, day2).await
+    let applied = options::apply(
+        ctx,
+        gv,
+        &gc,
+        &name,
+        &mut agents[0],
+        access,
+        lookups,
+        pv_quota,
+    )
+    .await?;
+    let pv_quota = decide(&applied.volume).status;
+    observe::run(gv, ctx, &gc, &name, &mut agents, &applied, day2, pv_quota).await
 }
 
 /// The volumes of the cluster a brick pod belongs to.

@@ -65,6 +65,7 @@ async fn quota_backlog(
 }
 
 /// `applied` holds the volume as gluster described it after its options were set.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     gv: &GlusterVolume,
     ctx: &Context,
@@ -73,6 +74,7 @@ pub async fn run(
     agents: &mut [NodeAgent],
     applied: &Applied,
     day2: Day2,
+    pv_quota: gk_api::crd::PvQuotaStatus,
 ) -> Result<Action, Error> {
     let (vol, rejected) = (&applied.volume, applied.rejected.as_slice());
     let anchor = &mut agents[0];
@@ -148,7 +150,7 @@ pub async fn run(
         }
     }
     let previous = gv.status.clone().unwrap_or_default();
-    let outcome = status::compute(&status::Observed {
+    let mut outcome = status::compute(&status::Observed {
         name,
         volume: vol,
         bricks: st.as_ref(),
@@ -163,6 +165,7 @@ pub async fn run(
         rejected,
     });
 
+    outcome.status.pv_quota = Some(pv_quota);
     let (ns, vname) = (gv.namespace().unwrap_or_default(), gv.name_any());
     let s = &outcome.status;
     let gauges = VolumeGauges {

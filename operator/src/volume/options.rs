@@ -37,6 +37,17 @@ pub fn validate_own(gv: &GlusterVolume) -> Result<(), SpecError> {
 /// The access-control options of `gv`'s volume on cluster `gc`.
 pub fn access(gv: &GlusterVolume, gc: &GlusterCluster) -> Result<Vec<(String, String)>, SpecError> {
     validate_own(gv)?;
+    if gv
+        .spec
+        .options
+        .contains_key(gk_agent_proto::pv_quota::OPTION)
+    {
+        return Err(SpecError {
+            field: format!("spec.options.{}", gk_agent_proto::pv_quota::OPTION),
+            reason: "how PVs are sized (the bricks' project quotas or gluster's quota) is                      decided by the operator from the bricks' disks and shown in                      status.pvQuota; remove this option"
+                .into(),
+        });
+    }
     if let Some(k) = gv.spec.options.keys().find(|k| access::is_access_option(k)) {
         return Err(SpecError {
             field: format!("spec.options.{k}"),
@@ -102,7 +113,9 @@ fn not_set_in_time(
 /// refused access option keeps the volume from being Ready (it might admit clients it
 /// should refuse). Options not set within [`SET_WAIT`] are reported as not set, and the
 /// volume is read without them. `lookups` is what `cluster.lookup-optimize` is set to (see
-/// [`lookups`]).
+/// [`lookups`]). `pv_quota` is the enforcement to record, when it was decided now
+/// ([`plan::pv_quota`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn apply(
     ctx: &Context,
     gv: &GlusterVolume,
@@ -111,10 +124,14 @@ pub async fn apply(
     anchor: &mut NodeAgent,
     access: Vec<(String, String)>,
     lookups: String,
+    pv_quota: Option<&'static str>,
 ) -> Result<Applied, Error> {
     let profile = plan::profile_of(&gv.spec, &gc.spec);
     let mut options = plan::options(profile, plan::layout(&gv.spec)?, &gv.spec.options);
     options.insert(plan::LOOKUP_OPTIMIZE.into(), lookups);
+    if let Some(mode) = pv_quota {
+        options.insert(gk_agent_proto::pv_quota::OPTION.into(), mode.into());
+    }
     options.extend(access);
     let asked = anchor.client.volume_set(VolumeSetRequest {
         name: name.to_string(),
