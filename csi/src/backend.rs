@@ -10,6 +10,10 @@ use gk_agent_proto::v1::{
     QuotaEntry, Snapshot, SnapshotCreateRequest, SnapshotRequest, SubdirCreateRequest,
     SubdirDeleteRequest, SubdirFillRequest, SubdirGetRequest, VolumeRequest,
 };
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use gk_agent_proto::v1::SubdirResponse;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
@@ -19,6 +23,10 @@ use crate::params::{ObjectKey, Provisioning};
 #[derive(Clone)]
 pub struct Pool {
     pub agent: BrickAgentClient<Channel>,
+    /// The agents of the pool's other nodes that answer (may include `agent`'s): on a
+    /// volume sized by the bricks' project quotas, each gives a PV's directory its limit
+    /// on its own bricks. Empty where the resolver knows one agent only.
+    pub nodes: Vec<BrickAgentClient<Channel>>,
     /// The gluster volume name.
     pub volume: String,
     /// Volfile servers: the primary first, then the backups.
@@ -173,6 +181,43 @@ impl PoolResolver for StaticPools {
     }
 }
 
+/// Whether a PV's directory is held to its size: no node refused to enforce it, and more
+/// than half of the bricks that hold it do (so a replicated write past the size fails even
+/// while the rest catch up at their agents' next pass). `Err` says why not.
+fn enforced_enough(
+    enforced: &BTreeSet<String>,
+    bricks: &BTreeSet<String>,
+    failed: &[String],
+) -> Result<(), String> {
+    if !failed.is_empty() {
+        return Err(format!(
+            "made, but not every brick limits it to its size: {}; retried",
+            failed.join("; ")
+        ));
+    }
+    // No other node could be asked (a resolver that knows one agent): the answering node's
+    // bricks hold it, the others' agents catch up at their next pass.
+    if bricks.is_empty() {
+        return if enforced.is_empty() {
+            Err("no brick limits it to its size yet; retried".into())
+        } else {
+            Ok(())
+        };
+    }
+    let held = bricks.intersection(enforced).count();
+    if held * 2 <= bricks.len() {
+        return Err(format!(
+            "only {held} of the {} bricks that hold it limit it to its size yet (the other \
+             nodes' agents did not answer); retried",
+            bricks.len()
+        ));
+    }
+    Ok(())
+}
+
+/// How long one node may take to give a PV's directory its project limit.
+const ENFORCE_WAIT: Duration = Duration::from_secs(15);
+
 /// Agent errors, with the pool named, keeping the agent's code (AlreadyExists, NotFound, …).
 pub fn agent_status(pool: &(dyn Display + Sync), s: Status) -> Status {
     let code = match s.code() {
@@ -233,15 +278,17 @@ impl Pool {
         dir: &str,
         bytes: u64,
     ) -> Result<(), Status> {
-        self.agent
+        let made = self
+            .agent
             .subdir_create(SubdirCreateRequest {
                 volume: self.volume.clone(),
                 path: format!("/{dir}"),
                 limit_bytes: bytes,
             })
             .await
-            .map(|_| ())
-            .map_err(|s| agent_status(pool, s))
+            .map_err(|s| agent_status(pool, s))?
+            .into_inner();
+        self.enforce_everywhere(pool, dir, made).await
     }
 
     pub async fn expand_dir(
@@ -250,15 +297,58 @@ impl Pool {
         dir: &str,
         bytes: u64,
     ) -> Result<(), Status> {
-        self.agent
+        let grown = self
+            .agent
             .subdir_expand(SubdirCreateRequest {
                 volume: self.volume.clone(),
                 path: format!("/{dir}"),
                 limit_bytes: bytes,
             })
             .await
-            .map(|_| ())
-            .map_err(|s| agent_status(pool, s))
+            .map_err(|s| agent_status(pool, s))?
+            .into_inner();
+        self.enforce_everywhere(pool, dir, grown).await
+    }
+
+    /// On a volume sized by the bricks' project quotas, has every other node's agent give
+    /// `dir` its limit on its bricks, and answers only when a majority of the bricks that
+    /// hold it enforce it (so replicated writes past the size fail); a node that does not
+    /// answer enforces it at its agent's next pass. Nothing to do under gluster's quota.
+    async fn enforce_everywhere(
+        &mut self,
+        pool: &(dyn Display + Sync),
+        dir: &str,
+        answer: SubdirResponse,
+    ) -> Result<(), Status> {
+        if !answer.project_quota {
+            return Ok(());
+        }
+        let mut enforced: BTreeSet<String> = answer.enforced_bricks.into_iter().collect();
+        let mut bricks: BTreeSet<String> = BTreeSet::new();
+        let mut failed = Vec::new();
+        for node in &mut self.nodes {
+            let asked = node.subdir_enforce(SubdirGetRequest {
+                volume: self.volume.clone(),
+                path: format!("/{dir}"),
+            });
+            match tokio::time::timeout(ENFORCE_WAIT, asked).await {
+                Ok(Ok(r)) => {
+                    let r = r.into_inner();
+                    enforced.extend(r.enforced_bricks);
+                    bricks.extend(r.bricks);
+                }
+                // Its bricks are then most likely down with it.
+                Ok(Err(s)) if matches!(s.code(), Code::Unavailable | Code::DeadlineExceeded) => {
+                    tracing::warn!(%pool, dir, error = %s.message(), "a node did not enforce a PV's project limit; its agent will at its next pass");
+                }
+                Ok(Err(s)) => failed.push(s.message().to_string()),
+                Err(_) => {
+                    tracing::warn!(%pool, dir, "a node did not answer within {}s to enforce a PV's project limit; its agent will at its next pass", ENFORCE_WAIT.as_secs())
+                }
+            }
+        }
+        enforced_enough(&enforced, &bricks, &failed)
+            .map_err(|why| Status::unavailable(format!("pool {pool}: {dir}: {why}")))
     }
 
     pub async fn delete_dir(
@@ -446,5 +536,31 @@ impl Pool {
             .map(|q| q.hard_limit_bytes.saturating_sub(q.used_bytes))
             .sum();
         Ok(free.saturating_sub(promised))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(bricks: &[&str]) -> BTreeSet<String> {
+        bricks.iter().map(|b| b.to_string()).collect()
+    }
+
+    #[test]
+    fn a_pv_is_held_once_a_majority_of_its_bricks_enforce_it() {
+        let all = set(&["a:/b/1", "b:/b/1", "c:/b/1"]);
+        assert_eq!(enforced_enough(&all, &all, &[]), Ok(()));
+        // One node away: its agent's next pass catches up; two bricks refuse writes past it.
+        assert_eq!(
+            enforced_enough(&set(&["a:/b/1", "c:/b/1"]), &all, &[]),
+            Ok(())
+        );
+        let e = enforced_enough(&set(&["a:/b/1"]), &all, &[]).unwrap_err();
+        assert!(e.contains("only 1 of the 3 bricks"), "{e}");
+        // No node answered the fan-out: only the answering node's own brick is known.
+        assert!(enforced_enough(&set(&["a:/b/1"]), &BTreeSet::new(), &[]).is_ok());
+        let e = enforced_enough(&all, &all, &["node b: xfs_quota failed".into()]).unwrap_err();
+        assert!(e.contains("xfs_quota failed"), "{e}");
     }
 }

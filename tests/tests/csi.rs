@@ -42,6 +42,7 @@ async fn start() -> Env {
     let agent = agents.replica3(&net, 0, "pool").await.unwrap();
     let pool = Pool {
         agent,
+        nodes: Vec::new(),
         volume: "pool".into(),
         servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
         // Plain gluster: TLS mounts are covered through the operator (tests/tests/operator.rs).

@@ -71,8 +71,14 @@ impl ExternalPools {
                 .map_err(|e| Status::failed_precondition(format!("Secret {key}: {e}")))?;
             match tokio::time::timeout(AGENT_WAIT, agent.health(HealthRequest {})).await {
                 Ok(Ok(_)) => {
+                    let nodes = pool
+                        .agents
+                        .iter()
+                        .filter_map(|(h, p)| gk_api::agents::connect(h, *p, &pool.credentials).ok())
+                        .collect();
                     return Ok(Pool {
                         agent,
+                        nodes,
                         volume: pool.volume,
                         servers: pool.servers,
                         tls: pool.management_tls,

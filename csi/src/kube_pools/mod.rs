@@ -179,6 +179,10 @@ impl PoolResolver for KubePools {
             .pick(&self.client, &gc, &up, down)
             .await
             .map_err(|why| unavailable(pool, why))?;
+        let nodes = self
+            .agents
+            .every(&gc, &up)
+            .map_err(|why| unavailable(pool, why))?;
         let mut servers = vec![mount.volfile_server];
         servers.extend(mount.backup_volfile_servers);
         let total_bytes = gv
@@ -188,6 +192,7 @@ impl PoolResolver for KubePools {
             .map(|c| c.total_bytes.max(0) as u64);
         Ok(Pool {
             agent,
+            nodes,
             volume: mount.volume,
             servers,
             tls: mount.tls,

@@ -289,6 +289,7 @@ impl Maker<'_> {
     ) -> Pool {
         Pool {
             agent,
+            nodes: Vec::new(),
             volume: volume.into(),
             servers: self.net.nodes().iter().map(|n| n.address.clone()).collect(),
             tls: true,
