@@ -606,10 +606,14 @@ umount /mnt/pv 2>/dev/null; umount /mnt/v 2>/dev/null
 flush
 
 # --- 3. the product's quota path: gk-agent projects on the bricks ----------------------------
-# What the agent does for a subdirectory PV: the PV's size recorded on its directory through
-# gluster (trusted.glusterkube.pv-size, kept by every brick), then on each brick a project id
-# of that brick's filesystem with the inherit flag and the layout's per-brick limit. Then the
-# limit must follow the directory to a brick that gets it by replace-brick and heal.
+# What the agent does for a subdirectory PV on a volume whose option user.glusterkube.pv-quota
+# is project (the operator sets it when every brick's disk has project quotas): the PV's size
+# recorded on its directory through gluster (trusted.glusterkube.pv-size, kept by every
+# brick), then on each brick a project id of that brick's filesystem with the inherit flag and
+# the layout's per-brick limit. `gk-agent projects keep` is the standing pass the serving agent
+# runs at start and every minute: it reads the volumes, their layouts and this node's bricks
+# from glusterd, as the agent does. The limit must follow the directory to a brick that gets
+# it by replace-brick and heal, and a deleted directory must give its limit back.
 t3=$(now)
 if [ "$BRICK_DISKS" = 3 ]; then m3=(/data /data2 /data3); else m3=(/data /data /data); fi
 agent_ok=true
@@ -621,12 +625,15 @@ vol() {
   local b=(); for d in "$@"; do b+=("$host:$d"); done
   run create-$name gluster --mode=script volume create $name $words "${b[@]}" force \
     && run start-$name gluster --mode=script volume start $name \
+    && run option-$name gluster --mode=script volume set $name user.glusterkube.pv-quota project \
     && mkdir -p /mnt/$name && run mount-$name mount -t glusterfs $host:/$name /mnt/$name
 }
 # pvdir VOL DIR BYTES: the PV's directory through gluster, with its size recorded.
 pvdir() { mkdir -p /mnt/$1/$2 && setfattr -n trusted.glusterkube.pv-size -v $3 /mnt/$1/$2; }
-# reconcile LAYOUT BRICK...: the agent's pass on each brick; its output in the log.
-reconcile() { local l=$1 b; shift; for b in "$@"; do run reconcile gk-agent projects reconcile --layout $l "$b" || return 1; done; }
+# keep: the agent's standing pass for this node (every volume sized by projects); its output
+# (a line per directory given a project or limit now) in $R/keep.txt and the log.
+roots=$(printf '%s\n' "${m3[@]}" | sort -u | sed 's/^/--brick-root /' | tr '\n' ' ')
+keep() { log "+ gk-agent projects keep --address $host $roots"; timeout 120 gk-agent projects keep --address $host $roots > $R/keep.txt 2>&1; local rc=$?; cat $R/keep.txt >> $R/log.txt; return $rc; }
 # written FILE: how many MiB of FILE's 1 MiB writes went through before the first error.
 written() { local n=0; while [ $n -lt 40 ]; do dd if=/dev/zero of="$1" bs=1M count=1 seek=$n conv=notrunc,fsync status=none 2>/dev/null || break; n=$((n+1)); done; echo $n; }
 if $agent_ok; then
@@ -636,8 +643,8 @@ if $agent_ok; then
   pvdir rv pvA 10485760
   n=0; for b in "${rb[@]}"; do [ "$(getfattr --only-values -n trusted.glusterkube.pv-size "$b/pvA" 2>/dev/null)" = 10485760 ] && n=$((n+1)); done
   [ $n = 3 ] && pass agent-size-on-bricks "the size set through gluster is on all 3 bricks" || fail agent-size-on-bricks "on $n of 3 bricks"
-  reconcile replicate "${rb[@]}" && grep -q 'assigned: true' $R/log.txt \
-    && pass agent-reconcile "gk-agent projects reconcile gave pvA its project and limit on every brick" || fail agent-reconcile "see log"
+  keep && [ "$(grep -c '/pvA id=.* limit=10485760' $R/keep.txt)" = 3 ] \
+    && pass agent-keep "the agent's pass read rv's layout from glusterd and gave pvA its project and a 10 MiB limit on all 3 bricks" || fail agent-keep "$(tr '\n' ' ' < $R/keep.txt)"
   mkdir -p /mnt/rvpv && run mount-rvpv mount -t glusterfs $host:/rv/pvA /mnt/rvpv
   s=$(dfk /mnt/rvpv); [ "${s%% *}" = $want10 ] && pass agent-replicate-df "df of the PV's mount: $s" || fail agent-replicate-df "df: $s, wanted size $want10"
   w=$(written /mnt/rvpv/big)
@@ -646,7 +653,7 @@ if $agent_ok; then
   rm -f /mnt/rvpv/big
   # 3b. expansion: the size raised through gluster, the pass raises every brick's limit.
   setfattr -n trusted.glusterkube.pv-size -v 20971520 /mnt/rv/pvA
-  reconcile replicate "${rb[@]}"; sleep 1
+  keep; sleep 1
   s=$(dfk /mnt/rvpv); [ "${s%% *}" = $want20 ] && pass agent-expand "df after the size was raised and the pass ran: $s" || fail agent-expand "df: $s, wanted $want20"
   # 3c. the limit follows the data: a brick replaced, healed, and the pass on the new brick.
   for i in $(seq 1 12); do head -c 262144 /dev/urandom > /mnt/rvpv/f$i; done
@@ -664,30 +671,42 @@ if $agent_ok; then
   [ "$(getfattr --only-values -n trusted.glusterkube.pv-size "$new/pvA" 2>/dev/null)" = 20971520 ] \
     && pass agent-heal-size "the healed directory carries the PV's size" || fail agent-heal-size "no size on $new/pvA"
   before=$(xfs_io -r -c lsproj "$new/pvA" 2>&1)
-  reconcile replicate "$new"
+  keep
   after=$(xfs_io -r -c lsproj "$new/pvA" 2>&1); fileproj=$(xfs_io -r -c lsproj "$new/pvA/f3" 2>&1)
   id=${after##*= }
   used=$(xfs_quota -x -c "quota -p -N -b $id" "${m3[2]}" 2>/dev/null | awk '{print $2, $4}')
   [ "${before##*= }" = 0 ] && [ "$id" != 0 ] && [ "$fileproj" = "$after" ] && [ "${used#* }" = 20480 ] \
     && pass agent-heal-enforced "new brick: pvA had $before, after the pass $after (files too); the project's usage/limit KiB: $used" \
     || fail agent-heal-enforced "before: $before; after: $after; a file: $fileproj; usage/limit: $used"
-  # 3d. release: the limit lifted and the id forgotten.
-  rid=$(xfs_io -r -c lsproj "${rb[0]}/pvA" 2>&1); rid=${rid##*= }
-  lim() { xfs_quota -x -c "quota -p -N -b $rid" "${m3[0]}" 2>/dev/null | awk '{print $4}'; }
-  held=$(lim)
-  run release gk-agent projects release "${rb[0]}/pvA" && [ "$rid" != 0 ] && [ "$held" = 20480 ] && [ "$(lim)" = 0 ] \
+  # 3d. deletion: the directory removed through gluster (as SubdirDelete does); the answering
+  # node releases its brick's project at once, the others at their next pass.
+  projid() { local p; p=$(xfs_io -r -c lsproj "$1" 2>&1); echo "${p##*= }"; }
+  rid=$(projid "${rb[0]}/pvA"); oid=$(projid "${rb[1]}/pvA")
+  # A project with neither use nor limit is not listed at all: read as 0.
+  lim() { local v; v=$(xfs_quota -x -c "quota -p -N -b $1" "$2" 2>/dev/null | awk '{print $4}'); echo "${v:-0}"; }
+  held=$(lim $rid "${m3[0]}"); oheld=$(lim $oid "${m3[1]}")
+  umount /mnt/rvpv
+  rm -rf /mnt/rv/pvA
+  run release gk-agent projects release "${rb[0]}/pvA" && [ "$rid" != 0 ] && [ "$held" = 20480 ] && [ "$(lim $rid "${m3[0]}")" = 0 ] \
     && pass agent-release "project $rid of ${rb[0]}/pvA held a 20480 KiB limit; released, it has none" \
-    || fail agent-release "project ${rid:-?} limit before: ${held:-?}, after: $(lim)"
-  umount /mnt/rvpv /mnt/rv
+    || fail agent-release "project ${rid:-?} limit before: ${held:-?}, after: $(lim $rid "${m3[0]}")"
+  keep
+  [ "$oid" != 0 ] && [ "$oheld" = 20480 ] && [ "$(lim $oid "${m3[1]}")" = 0 ] && ! grep -q '"r2/pvA"' "${m3[1]}/.glusterkube-projects.json" \
+    && pass agent-release-gone "the pass released ${rb[1]}/pvA's project $oid (20480 KiB before, none after; gone from the registry)" \
+    || fail agent-release-gone "project ${oid:-?} limit before: ${oheld:-?}, after: $(lim $oid "${m3[1]}"); registry: $(tr -d '\n ' < "${m3[1]}/.glusterkube-projects.json" | head -c 300)"
+  umount /mnt/rv
   # 3e. arbiter: the two data bricks and the arbiter enforce the PV's size.
   ab=("${m3[0]}/a1" "${m3[1]}/a2" "${m3[2]}/a3")
-  vol av "replica 3 arbiter 1" "${ab[@]}" && pvdir av pvA 10485760 && reconcile arbiter "${ab[@]}" \
+  # Here by SubdirEnforce's path: one directory, the volume read from glusterd.
+  vol av "replica 3 arbiter 1" "${ab[@]}" && pvdir av pvA 10485760 \
+    && o=$(timeout 60 gk-agent projects enforce-dir --address $host --volume av /pvA 2>&1) \
+    && echo "$o" >> $R/log.txt && [ "$(echo "$o" | grep -c 'limit=10485760')" = 3 ] \
     && w=$(written /mnt/av/pvA/big) && [ "$w" -ge 8 ] && [ "$w" -le 10 ] \
     && pass agent-arbiter-full "arbiter: the writer stopped after $w MiB of a 10 MiB PV" || fail agent-arbiter-full "arbiter: stopped after ${w:-?} MiB"
   umount /mnt/av
   # 3f. disperse 2+1: each brick holds half; the PV still holds its size.
   db=("${m3[0]}/d1" "${m3[1]}/d2" "${m3[2]}/d3")
-  vol dv "disperse 3 redundancy 1" "${db[@]}" && pvdir dv pvA 10485760 && reconcile disperse:2+1 "${db[@]}" \
+  vol dv "disperse 3 redundancy 1" "${db[@]}" && pvdir dv pvA 10485760 && keep \
     && w=$(written /mnt/dv/pvA/big) && [ "$w" -ge 8 ] && [ "$w" -le 10 ] \
     && pass agent-disperse-full "disperse 2+1: the writer stopped after $w MiB of a 10 MiB PV (each brick limited to 5 MiB)" \
     || fail agent-disperse-full "disperse 2+1: stopped after ${w:-?} MiB"

@@ -230,6 +230,20 @@ async fn operator_reconciles_clusters_and_volumes_on_real_gluster() {
             "{m:?}"
         );
         assert_eq!(m.backup_volfile_servers.len(), 2);
+        // This machine's kernel has no XFS quotas: the bricks cannot size PVs, status says
+        // why (the agent's word on the brick's disk) and what would.
+        let q = s.pv_quota.expect("status.pvQuota");
+        assert_eq!(
+            q.enforcement,
+            gk_operator::crd::PvQuotaEnforcement::Gluster,
+            "{name}: {q:?}"
+        );
+        assert!(
+            q.reason.starts_with("brick ")
+                && q.reason.contains("not mounted with project quotas")
+                && q.reason.contains("give a new volume project quotas"),
+            "{name}: {q:?}"
+        );
     }
 
     // The operator dies right after the create is asked for, and converges when it returns:
