@@ -56,6 +56,7 @@ bash tests/env/images.sh build
 # quota VM runs the brick agent's binary.
 stage "build the plugin and the agent"
 cargo build -p kubectl-gluster -p gk-agent
+cargo build -p gk-testenv --bin vm-agent-rpcs
 # XFS project quotas need a kernel with XFS quota support, which this machine's lacks: the
 # brick agent's quota path runs on bricks in a VM of Debian's own kernel (docs/quotas.md).
 stage "quota VM"

@@ -65,6 +65,9 @@ case $brick_disks in 1|3) ;; *) gk_die "GK_VM_BRICK_DISKS must be 1 or 3" ;; esa
 # The brick agent whose quota path (gk-agent projects) the VM runs on its bricks.
 agent=${GK_VM_AGENT:-${CARGO_TARGET_DIR:-$GK_CACHE/cargo-target}/debug/gk-agent}
 [ -x "$agent" ] || gk_die "no brick agent at $agent: run cargo build -p gk-agent first (or set GK_VM_AGENT)"
+# The client that drives the serving agent's RPCs in the VM (tests/src/bin/vm-agent-rpcs.rs).
+rpcs=${GK_VM_RPCS:-${CARGO_TARGET_DIR:-$GK_CACHE/cargo-target}/debug/vm-agent-rpcs}
+[ -x "$rpcs" ] || gk_die "no RPC client at $rpcs: run cargo build -p gk-testenv --bin vm-agent-rpcs first (or set GK_VM_RPCS)"
 
 mirror=${GK_DEBIAN_MIRROR:-}
 if [ -z "$mirror" ]; then
@@ -148,8 +151,10 @@ done
 [ -n "$root" ] || { echo "gk-initramfs: no root disk"; ls /sys/block; exec sh; }
 mount -t ext4 "/dev/$root" /newroot || { echo "gk-initramfs: cannot mount /dev/$root"; exec sh; }
 cp /run-test.sh /newroot/run-test.sh && chmod 755 /newroot/run-test.sh
-# The brick agent under test, when the run brought one.
-[ ! -f /gk-agent ] || { cp /gk-agent /newroot/usr/local/bin/gk-agent && chmod 755 /newroot/usr/local/bin/gk-agent; }
+# The brick agent under test and its RPC client, when the run brought them.
+for f in gk-agent vm-agent-rpcs; do
+  [ ! -f /$f ] || { cp /$f /newroot/usr/local/bin/$f && chmod 755 /newroot/usr/local/bin/$f; }
+done
 mount --move /dev /newroot/dev
 mount --move /proc /newroot/proc
 mount --move /sys /newroot/sys
@@ -626,7 +631,18 @@ vol() {
   run create-$name gluster --mode=script volume create $name $words "${b[@]}" force \
     && run start-$name gluster --mode=script volume start $name \
     && run option-$name gluster --mode=script volume set $name user.glusterkube.pv-quota project \
-    && mkdir -p /mnt/$name && run mount-$name mount -t glusterfs $host:/$name /mnt/$name
+    && online $name $# \
+    && mkdir -p /mnt/$name && run mount-$name mount -t glusterfs $host:/$name /mnt/$name \
+    && sleep 1
+}
+# online VOL N: waits (up to 30 s) until glusterd shows N bricks of VOL online, so that a
+# directory made through a fresh mount lands on every brick (once, one brick still starting
+# got pvA only by heal, and every check after it failed).
+online() {
+  local i; for i in $(seq 1 30); do
+    [ "$(gluster --mode=script volume status $1 2>/dev/null | grep -c '^Brick.* Y ')" -ge $2 ] && return 0; sleep 1
+  done
+  log "  (volume $1: fewer than $2 bricks online after 30 s)"; return 1
 }
 # pvdir VOL DIR BYTES: the PV's directory through gluster, with its size recorded.
 pvdir() { mkdir -p /mnt/$1/$2 && setfattr -n trusted.glusterkube.pv-size -v $3 /mnt/$1/$2; }
@@ -711,6 +727,19 @@ if $agent_ok; then
     && pass agent-disperse-full "disperse 2+1: the writer stopped after $w MiB of a 10 MiB PV (each brick limited to 5 MiB)" \
     || fail agent-disperse-full "disperse 2+1: stopped after ${w:-?} MiB"
   umount /mnt/dv
+  # 3g. the serving agent: `gk-agent serve` over mutual TLS, a PV's life through its RPCs
+  # (Health, SubdirCreate, SubdirEnforce, SubdirGet, SubdirExpand, SubdirList, SubdirDelete)
+  # on a replica-3 volume sized by projects, each step checked on the bricks.
+  pb=("${m3[0]}/p1" "${m3[1]}/p2" "${m3[2]}/p3")
+  if vol pv "replica 3" "${pb[@]}"; then
+    umount /mnt/pv 2>/dev/null
+    log "+ vm-agent-rpcs gk-agent $host pv $(printf '%s\n' "${m3[@]}" | sort -u | tr '\n' ' ')"
+    timeout 300 vm-agent-rpcs /usr/local/bin/gk-agent $host pv $(printf '%s\n' "${m3[@]}" | sort -u) > $R/rpcs.txt 2>> $R/log.txt
+    rc=$?
+    cat $R/rpcs.txt >> $R/results.txt; cat $R/rpcs.txt >> $R/log.txt
+    cat /run/gk-agent.log >> $R/log.txt 2>/dev/null
+    [ $rc = 0 ] || grep -q '^FAIL' $R/rpcs.txt || fail agent-rpcs "vm-agent-rpcs exit $rc with no FAIL line"
+  else fail agent-rpcs "volume pv: see log"; fi
 fi
 info agent-timing "the agent section took $(awk "BEGIN{print $(now)-$t3}")s"
 mkdir -p $R/glusterfs-logs && cp -r /var/log/glusterfs/. $R/glusterfs-logs/ 2>/dev/null
@@ -725,7 +754,8 @@ run_test | sed -e "s/__BRICK_DISKS__/$brick_disks/" -e "s/__MODE__/$mode/" \
   -e "s/__BENCH_FILES__/$bench_files/" -e "s/__BENCH_REPS__/$bench_reps/" > "$run_dir/ir/run-test.sh"
 chmod 755 "$run_dir/ir/run-test.sh"
 cp "$agent" "$run_dir/ir/gk-agent"
-(cd "$run_dir/ir" && printf '%s\n' run-test.sh gk-agent | cpio -o -H newc -R 0:0 --quiet) | gzip -1 > "$run_dir/run.cpio.gz"
+cp "$rpcs" "$run_dir/ir/vm-agent-rpcs"
+(cd "$run_dir/ir" && printf '%s\n' run-test.sh gk-agent vm-agent-rpcs | cpio -o -H newc -R 0:0 --quiet) | gzip -1 > "$run_dir/run.cpio.gz"
 cat "$initrd" "$run_dir/run.cpio.gz" > "$run_dir/initrd"
 rm -rf "$run_dir/ir" "$run_dir/run.cpio.gz"
 

@@ -155,6 +155,8 @@ pub struct Limited {
     pub path: String,
     pub limit_bytes: u64,
     pub used_bytes: u64,
+    /// Sized by the bricks' project quotas (its recorded size), not gluster's quota.
+    pub by_projects: bool,
 }
 
 impl Limited {
@@ -181,12 +183,14 @@ pub fn list_top_level(root: &Path) -> Result<Vec<Limited>, AgentError> {
                 path: format!("/{name}"),
                 limit_bytes,
                 used_bytes: read_used(&dir)?,
+                by_projects: false,
             }),
             Ok(None) => match crate::projects::recorded_size(&dir) {
                 Ok(Some(limit_bytes)) => out.push(Limited {
                     path: format!("/{name}"),
                     limit_bytes,
                     used_bytes: project_used(&dir)?,
+                    by_projects: true,
                 }),
                 Ok(None) => {}
                 Err(crate::projects::ProjectError::Io(_, e))

@@ -353,9 +353,14 @@ impl<R: CommandRunner + 'static> Agent<R> {
         );
         tokio::spawn(async move {
             match tokio::task::spawn_blocking(move || quota::list_top_level(&root)).await {
-                Ok(Ok(found)) if !found.is_empty() => registrar.resync(
+                // Directories sized by project quotas have nothing to register with gluster.
+                Ok(Ok(found)) if found.iter().any(|l| !l.by_projects) => registrar.resync(
                     &volume,
-                    found.into_iter().map(|l| (l.path, l.limit_bytes)).collect(),
+                    found
+                        .into_iter()
+                        .filter(|l| !l.by_projects)
+                        .map(|l| (l.path, l.limit_bytes))
+                        .collect(),
                 ),
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => {
