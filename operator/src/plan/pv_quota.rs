@@ -89,6 +89,24 @@ pub fn decide(v: &Volume, disks: &[NodeDisks], adopted: bool) -> Decision {
     }
 }
 
+/// Why `v`, sized by project quotas, may not grow by `adding` bricks: past one set, no
+/// per-brick limit holds a PV at its size (see [`why_not_projects`]), and the agents would
+/// stop enforcing its PVs. None when it may.
+pub fn refuses_growth(v: &Volume, adding: usize) -> Option<String> {
+    if v.options.get(OPTION).map(String::as_str) != Some(PROJECT) {
+        return None;
+    }
+    let set = gk_api::capacity::layout_of(v).set_size().max(1) as usize;
+    let sets = (v.bricks.len() + adding).div_ceil(set);
+    (sets > 1).then(|| {
+        format!(
+            "the volume's PVs are sized by the bricks' project quotas, which hold a PV at its \
+             size only within one set; growing to {sets} sets would leave them unlimited. \
+             Make a new pool volume for more PVs, or keep its brickCount/size"
+        )
+    })
+}
+
 /// Why the bricks of `v` cannot hold its PVs to their size themselves; None when they can.
 fn why_not_projects(v: &Volume, disks: &[NodeDisks]) -> Option<String> {
     let set = gk_api::capacity::layout_of(v).set_size().max(1) as usize;
@@ -259,6 +277,19 @@ mod tests {
             d.status.reason.contains("brick c:/b/pool/1"),
             "{}",
             d.status.reason
+        );
+    }
+
+    #[test]
+    fn a_volume_sized_by_projects_does_not_grow_past_one_set() {
+        let v = volume(&THREE, 3, &[(OPTION, PROJECT)]);
+        let why = refuses_growth(&v, 3).unwrap();
+        assert!(why.contains("2 sets"), "{why}");
+        assert_eq!(refuses_growth(&v, 0), None);
+        assert_eq!(refuses_growth(&volume(&THREE, 3, &[]), 3), None);
+        assert_eq!(
+            refuses_growth(&volume(&THREE, 3, &[(OPTION, GLUSTER)]), 3),
+            None
         );
     }
 

@@ -114,6 +114,12 @@ pub async fn run(
             }
         }
     };
+    if let Resize::Expand(bricks) = &planned {
+        if let Some(why) = plan::pv_quota::refuses_growth(vol, bricks.len()) {
+            out.blocked = Some(("ResizeRefused", why));
+            return Ok(());
+        }
+    }
     let name = vol.name.clone();
     match planned {
         Resize::Keep => {
