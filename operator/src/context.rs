@@ -91,7 +91,7 @@ pub struct Context {
     pub config: Config,
     pub metrics: Arc<Metrics>,
     /// Heal counts by gluster volume, one running at a time each (see `volume::heal`).
-    pub heals: crate::volume::heal::SingleFlight<gk_agent_proto::v1::HealInfoResponse>,
+    pub heals: crate::single_flight::SingleFlight<gk_agent_proto::v1::HealInfoResponse>,
     /// Connections to the brick agents, kept between reconciles.
     pub agents: gk_api::agents::cache::AgentCache,
 }

@@ -16,7 +16,7 @@ pub enum Error {
         message: String,
     },
     #[error("agent PKI: {0}")]
-    Pki(#[from] crate::tls::pki::PkiError),
+    Pki(#[from] crate::pki::PkiError),
     #[error("{0}")]
     Agents(#[from] AgentsError),
     #[error("waiting: {0}")]

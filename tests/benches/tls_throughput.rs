@@ -15,8 +15,8 @@ use std::time::{Instant, SystemTime};
 
 use gk_gluster::VolumeLayout;
 use gk_mount as mount;
+use gk_operator::pki::{Ca, Usage};
 use gk_operator::tls::access::{volume_options, Access, CSI_CLIENT_IDENTITY};
-use gk_operator::tls::pki::{Ca, Usage};
 use gk_testenv::gluster_net::{Client, GlusterNet, TlsFiles};
 
 const CHUNK: usize = 1 << 20;
@@ -87,7 +87,7 @@ async fn main() {
 
     let now = SystemTime::now();
     let ca = Ca::generate("gk-bench-ca", now).unwrap();
-    let tls = |leaf: gk_operator::tls::pki::CertKey| TlsFiles {
+    let tls = |leaf: gk_operator::pki::CertKey| TlsFiles {
         cert_pem: leaf.cert_pem,
         key_pem: leaf.key_pem,
         ca_pem: ca.pem().cert_pem.clone(),

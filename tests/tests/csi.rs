@@ -1045,8 +1045,8 @@ async fn restarted_plugin_reports_and_repairs_broken_mounts() {
 
 /// Gluster's TLS files from a CA of the pool's owners.
 fn owner_files(
-    ca: &gk_operator::tls::pki::Ca,
-    leaf: gk_operator::tls::pki::CertKey,
+    ca: &gk_operator::pki::Ca,
+    leaf: gk_operator::pki::CertKey,
 ) -> gk_testenv::gluster_net::TlsFiles {
     gk_testenv::gluster_net::TlsFiles {
         cert_pem: leaf.cert_pem,
@@ -1086,7 +1086,7 @@ async fn a_pool_made_by_hand_serves_subdirectory_and_static_pvs() {
     };
     use gk_api::volume_id::EXTERNAL_POOL_SECRET_TYPE;
     use gk_csi::external::ExternalPools;
-    use gk_operator::tls::pki::{Ca, Usage};
+    use gk_operator::pki::{Ca, Usage};
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::{Api, DeleteParams, PostParams};
     use tonic::Code;

@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use gk_gluster::{Brick, Gluster, ProcessRunner, VolumeLayout};
 use gk_mount as mount;
+use gk_operator::pki::{Ca, CertKey, Usage};
 use gk_operator::tls::access::{volume_options, Access, CIPHER_LIST, CSI_CLIENT_IDENTITY};
-use gk_operator::tls::pki::{Ca, CertKey, Usage};
 use gk_testenv::gluster_net::{Client, GlusterNet, TlsFiles, GLUSTER_SSL_DIR};
 
 fn files(ca: &Ca, leaf: CertKey) -> TlsFiles {

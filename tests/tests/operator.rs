@@ -1027,8 +1027,8 @@ fn secret_files(s: &k8s_openapi::api::core::v1::Secret) -> TlsFiles {
 /// reads and writes it; clients without that certificate are refused.
 async fn tls_node_checks(client: &kube::Client, ns: &str, net: &GlusterNet, vol: &csi::Volume) {
     use csi::node_server::Node;
+    use gk_operator::pki::{Ca, CertKey, Usage};
     use gk_operator::tls::gluster::{CA_SECRET, CSI_CLIENT_SECRET};
-    use gk_operator::tls::pki::{Ca, CertKey, Usage};
     use tonic::Request;
 
     // The operator set who may mount: the cluster's own certificate and the CSI plugins'.

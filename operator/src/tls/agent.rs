@@ -14,9 +14,9 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
 
-use super::pki::{self, Ca, CertKey, Usage};
 use crate::apply::owned_meta;
 use crate::context::Context;
+use crate::pki::{self, Ca, CertKey, Usage};
 use crate::Error;
 
 fn tls_secret(gc: &GlusterCluster, name: &str, ca: &str, leaf: &CertKey) -> Secret {

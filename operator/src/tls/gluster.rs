@@ -20,9 +20,9 @@ use gk_api::crd::GlusterCluster;
 use gk_api::names::OPERATOR as MANAGER;
 
 use super::access::{cluster_identity, CSI_CLIENT_IDENTITY};
-use super::pki::{self, Ca, CertKey, Usage};
 use crate::apply::owned_meta;
 use crate::context::Context;
+use crate::pki::{self, Ca, CertKey, Usage};
 use crate::Error;
 
 /// The CA, in the operator's namespace.

@@ -11,4 +11,3 @@
 pub mod access;
 pub mod agent;
 pub mod gluster;
-pub mod pki;

@@ -12,7 +12,6 @@ pub mod adopt;
 pub mod cleanup;
 pub mod create;
 pub mod day2;
-pub mod heal;
 pub mod lookup;
 pub mod observe;
 pub mod options;

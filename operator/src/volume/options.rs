@@ -74,6 +74,27 @@ pub fn lookups(gv: &GlusterVolume, resize: Option<&ResizeStatus>) -> String {
     plan::lookup_optimize(resize, own.map(String::as_str))
 }
 
+/// Every option `gv`'s volume is to have, decided in one place: its profile's, its own over
+/// them, `cluster.lookup-optimize` as the latest resize allows (`lookups`), how its PVs are
+/// sized when that was decided now (`pv_quota`), and last the access control from the cluster
+/// (`access`), which its own options may not name (see [`access`]).
+pub fn desired(
+    gv: &GlusterVolume,
+    gc: &GlusterCluster,
+    access: Vec<(String, String)>,
+    lookups: String,
+    pv_quota: Option<&str>,
+) -> Result<BTreeMap<String, String>, SpecError> {
+    let profile = plan::profile_of(&gv.spec, &gc.spec);
+    let mut options = plan::options(profile, plan::layout(&gv.spec)?, &gv.spec.options);
+    options.insert(plan::LOOKUP_OPTIMIZE.into(), lookups);
+    if let Some(mode) = pv_quota {
+        options.insert(gk_agent_proto::pv_quota::OPTION.into(), mode.into());
+    }
+    options.extend(access);
+    Ok(options)
+}
+
 /// What setting a volume's options left: the options gluster refused, and the volume as
 /// gluster describes it afterwards.
 pub struct Applied {
@@ -126,13 +147,7 @@ pub async fn apply(
     lookups: String,
     pv_quota: Option<&'static str>,
 ) -> Result<Applied, Error> {
-    let profile = plan::profile_of(&gv.spec, &gc.spec);
-    let mut options = plan::options(profile, plan::layout(&gv.spec)?, &gv.spec.options);
-    options.insert(plan::LOOKUP_OPTIMIZE.into(), lookups);
-    if let Some(mode) = pv_quota {
-        options.insert(gk_agent_proto::pv_quota::OPTION.into(), mode.into());
-    }
-    options.extend(access);
+    let options = desired(gv, gc, access, lookups, pv_quota)?;
     let asked = anchor.client.volume_set(VolumeSetRequest {
         name: name.to_string(),
         options: options.clone().into_iter().collect(),
@@ -209,6 +224,41 @@ mod tests {
             pending[0].reason
         );
         assert!(not_set_in_time(&want, &want.clone().into_iter().collect(), "n").is_empty());
+    }
+
+    #[test]
+    fn the_full_option_set_layers_profile_own_lookups_pv_quota_and_access() {
+        let gc: GlusterCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterCluster",
+            "metadata": {"name": "c1", "namespace": "storage", "uid": "u-1"},
+            "spec": {"nodes": [{"name": "a", "storage": {"directory": "/srv/g"}}]},
+        }))
+        .unwrap();
+        let gv: GlusterVolume = serde_json::from_value(serde_json::json!({
+            "apiVersion": "glusterkube.dev/v1alpha1", "kind": "GlusterVolume",
+            "metadata": {"name": "v", "namespace": "storage"},
+            "spec": {"cluster": "c1", "type": "Replicate", "replica": 3,
+                     "options": {"network.ping-timeout": "7"}},
+        }))
+        .unwrap();
+        let access = access(&gv, &gc).unwrap();
+        let all = desired(&gv, &gc, access.clone(), "off".into(), Some("project")).unwrap();
+        // The profile's options are there, the volume's own over them.
+        let profile_only = desired(&gv, &gc, vec![], "off".into(), None).unwrap();
+        assert!(profile_only.len() > 3, "{profile_only:?}");
+        assert_eq!(all["network.ping-timeout"], "7");
+        assert_eq!(all[plan::LOOKUP_OPTIMIZE], "off");
+        assert_eq!(all[gk_agent_proto::pv_quota::OPTION], "project");
+        assert!(!profile_only.contains_key(gk_agent_proto::pv_quota::OPTION));
+        for (k, v) in &access {
+            assert_eq!(&all[k], v, "{k}");
+        }
+        assert_eq!(all["server.ssl"], "on");
+        // A volume of an unknown layout is refused, naming the field.
+        let mut bad = gv.clone();
+        bad.spec.replica = None;
+        let e = desired(&bad, &gc, vec![], "off".into(), None).unwrap_err();
+        assert_eq!(e.field, "spec.replica");
     }
 
     #[test]

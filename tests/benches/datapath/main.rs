@@ -47,8 +47,8 @@ use std::time::{Duration, Instant};
 
 use csi_proto::v1 as csi;
 use gk_api::crd::TuningProfile;
+use gk_operator::pki::{Ca, Usage};
 use gk_operator::tls::access::CSI_CLIENT_IDENTITY;
-use gk_operator::tls::pki::{Ca, Usage};
 use gk_testenv::agents::AgentSet;
 use gk_testenv::bench::datapath::{self as dp, Case, Results, Sample, Target as Goal};
 use gk_testenv::bench::{self, RunInfo};
@@ -225,7 +225,7 @@ async fn main() {
     // Management TLS as the operator sets it up: a certificate per node from one CA.
     let now = std::time::SystemTime::now();
     let ca = Ca::generate("gk-bench-ca", now).unwrap();
-    let files = |leaf: gk_operator::tls::pki::CertKey| TlsFiles {
+    let files = |leaf: gk_operator::pki::CertKey| TlsFiles {
         cert_pem: leaf.cert_pem,
         key_pem: leaf.key_pem,
         ca_pem: ca.pem().cert_pem.clone(),
