@@ -194,6 +194,12 @@ kubectl -n "$ns" wait pod -l app=gk-demo --for=condition=Ready --timeout=180s
 kubectl -n "$ns" logs alice
 kubectl -n "$ns" logs bob
 
+stage "kubectl gluster (the kubectl plugin) in /usr/local/bin"
+# Built with the images' binaries (cached); kubectl finds plugins on PATH.
+cargo build -q -p kubectl-gluster
+install -m 0755 "$CARGO_TARGET_DIR/debug/kubectl-gluster" /usr/local/bin/kubectl-gluster
+kubectl gluster status -n "$ns"
+
 stage "result"
 kubectl -n "$ns" get glusterclusters,glustervolumes,pvc,pods -o wide
 now=$(date +%s)

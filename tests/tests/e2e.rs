@@ -515,22 +515,17 @@ fn helm(k: &Cluster, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The `kubectl gluster` plugin as kubectl finds it: `kubectl-gluster` on PATH, built by
-/// tests/run.sh (`cargo build -p kubectl-gluster`) into the cargo target directory.
+/// The `kubectl gluster` plugin as kubectl finds it after `./demo.sh`: the demo installs
+/// `kubectl-gluster` in /usr/local/bin, and kubectl runs it from the PATH a user has.
 fn kubectl_gluster(k: &Cluster, args: &[&str]) -> (bool, String, String) {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"));
-    let bin = target.join("debug/kubectl-gluster");
+    let installed = Path::new("/usr/local/bin/kubectl-gluster");
     assert!(
-        bin.is_file(),
-        "{} is missing: build it with `cargo build -p kubectl-gluster` (tests/run.sh does)",
-        bin.display()
+        installed.is_file(),
+        "{} is missing: ./demo.sh installs it",
+        installed.display()
     );
-    let dir = target.join("debug");
     let path = format!(
-        "{}:{}",
-        dir.display(),
+        "/usr/local/bin:{}",
         std::env::var("PATH").unwrap_or_default()
     );
     let mut all = vec!["gluster"];
