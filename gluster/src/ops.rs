@@ -244,6 +244,16 @@ impl<R: CommandRunner> Gluster<R> {
         already_done(result, "Quota is already enabled")
     }
 
+    /// Turns quota accounting off (gluster then removes its attributes from every file in the
+    /// background). Quota already off counts as success.
+    pub async fn quota_disable(&self, name: &str) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        let result = self
+            .verdict(words(&["volume", "quota", name, "disable"]))
+            .await;
+        already_done(result, "Quota is already disabled")
+    }
+
     /// Limits the space used below directory `path` (which must exist) to `bytes`.
     pub async fn quota_limit_usage(
         &self,

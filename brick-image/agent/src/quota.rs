@@ -108,9 +108,16 @@ pub fn read_limit_if_present(dir: &Path) -> Result<Option<u64>, AgentError> {
 /// A PV directory's size: gluster's limit on it, or the size recorded for the bricks'
 /// project quotas (`crate::projects`); None when it has neither or does not exist.
 pub fn read_pv_size(dir: &Path) -> Result<Option<u64>, AgentError> {
-    if let Some(limit) = read_limit_if_present(dir)? {
-        return Ok(Some(limit));
+    // The recorded size first: a directory moved to project quotas may keep gluster's old
+    // limit attribute after gluster's quota is off, and its size may have grown since.
+    if let Some(size) = recorded_size_if_present(dir)? {
+        return Ok(Some(size));
     }
+    read_limit_if_present(dir)
+}
+
+/// The size recorded for project quotas on `dir`; None when absent or `dir` is gone.
+fn recorded_size_if_present(dir: &Path) -> Result<Option<u64>, AgentError> {
     match crate::projects::recorded_size(dir) {
         Err(crate::projects::ProjectError::Io(_, e))
             if e.kind() == std::io::ErrorKind::NotFound =>
@@ -178,6 +185,20 @@ pub fn list_top_level(root: &Path) -> Result<Vec<Limited>, AgentError> {
             continue;
         }
         let dir = entry.path();
+        // A recorded size means project quotas size it (or will: a pool moving to them).
+        match recorded_size_if_present(&dir) {
+            Ok(Some(limit_bytes)) => {
+                out.push(Limited {
+                    path: format!("/{name}"),
+                    limit_bytes,
+                    used_bytes: project_used(&dir)?,
+                    by_projects: true,
+                });
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => return Err(e),
+        }
         match read_limit(&dir) {
             Ok(Some(limit_bytes)) => out.push(Limited {
                 path: format!("/{name}"),
@@ -185,18 +206,7 @@ pub fn list_top_level(root: &Path) -> Result<Vec<Limited>, AgentError> {
                 used_bytes: read_used(&dir)?,
                 by_projects: false,
             }),
-            Ok(None) => match crate::projects::recorded_size(&dir) {
-                Ok(Some(limit_bytes)) => out.push(Limited {
-                    path: format!("/{name}"),
-                    limit_bytes,
-                    used_bytes: project_used(&dir)?,
-                    by_projects: true,
-                }),
-                Ok(None) => {}
-                Err(crate::projects::ProjectError::Io(_, e))
-                    if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e.into()),
-            },
+            Ok(None) => {}
             // Deleted while listing.
             Err(AgentError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             }

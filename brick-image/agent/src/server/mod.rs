@@ -455,6 +455,10 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
         self.subdir_enforce_rpc(req).await
     }
 
+    async fn pv_quota_move(&self, req: Request<PvQuotaMoveRequest>) -> Reply<PvQuotaMoveResponse> {
+        self.pv_quota_move_rpc(req).await
+    }
+
     async fn subdir_fill(&self, req: Request<SubdirFillRequest>) -> Reply<SubdirFillResponse> {
         self.subdir_fill_rpc(req).await
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gk_gluster::{CommandRunner, Volume};
-use tonic::{Request, Response};
+use tonic::{Request, Response, Status};
 
 use super::{lock, log_rpc, subdir_path, Agent, Reply};
 use crate::projects::{self, volume as pv};
@@ -182,6 +182,85 @@ impl<R: CommandRunner + 'static> Agent<R> {
         Ok(Response::new(SubdirEnforceResponse {
             enforced_bricks,
             bricks: v.bricks.iter().map(|b| b.brick.to_string()).collect(),
+        }))
+    }
+
+    pub(super) async fn pv_quota_move_rpc(
+        &self,
+        req: Request<PvQuotaMoveRequest>,
+    ) -> Reply<PvQuotaMoveResponse> {
+        let req = req.into_inner();
+        let (volume, _guard) = self.begin("PvQuotaMove", &req.volume).await?;
+        lock(&self.project_volumes).remove(&volume);
+        let v = self.info(&volume).await?;
+        if !pv::by_projects(&v) {
+            return Err(AgentError::Precondition(format!(
+                "volume {volume} is not to be sized by the bricks' project quotas (its option \
+                 {} is not {}); the operator sets it when every brick's disk has them",
+                gk_agent_proto::pv_quota::OPTION,
+                gk_agent_proto::pv_quota::PROJECT
+            ))
+            .into());
+        }
+        let mut quota_on = v.options.get("features.quota").map(String::as_str) == Some("on");
+        // Each PV's gluster limit recorded as its size, through gluster: every brick of its
+        // set keeps it.
+        let root = self.management_mount(&volume).await?;
+        let listed = {
+            let root = root.clone();
+            tokio::task::spawn_blocking(move || quota::list_top_level(&root))
+                .await
+                .map_err(|e| Status::internal(format!("listing PVs of {volume}: {e}")))??
+        };
+        for d in listed.iter().filter(|d| !d.by_projects) {
+            projects::record_size(&root.join(d.path.trim_start_matches('/')), d.limit_bytes)
+                .map_err(AgentError::from)?;
+        }
+        // This node's bricks enforce every one of them.
+        let mut enforced_here = 0;
+        let mut not_enforced_here = Vec::new();
+        let bricks = pv::keep(&v, &self.config.advertise_address).await;
+        let bricks_here = bricks.len() as u32;
+        for (brick, pass) in bricks {
+            match pass {
+                Ok(p) => {
+                    enforced_here += p.enforced.len() as u32;
+                    not_enforced_here.extend(
+                        p.failed
+                            .iter()
+                            .map(|(d, e)| format!("{}: {e}", d.display())),
+                    );
+                }
+                Err(e) => not_enforced_here.push(format!("{}: {e}", brick.display())),
+            }
+        }
+        // Every brick here holds every PV directory of a single-set volume: fewer enforced
+        // means some did not get their size yet (a brick that missed the record heals it).
+        let complete =
+            not_enforced_here.is_empty() && enforced_here >= listed.len() as u32 * bricks_here;
+        if req.finish && quota_on && complete {
+            tracing::info!(volume = %volume, pvs = listed.len(), "every PV enforced by project quotas; turning gluster's quota off");
+            self.gluster
+                .quota_disable(&volume)
+                .await
+                .map_err(AgentError::from)?;
+            self.forget_quota_ready(&volume);
+            quota_on = false;
+        }
+        if req.finish && quota_on && !complete {
+            return Err(AgentError::Precondition(format!(
+                "not every PV of {volume} is enforced on this node's bricks yet ({enforced_here} \
+                 of {}): gluster's quota stays on; take another step",
+                listed.len() as u32 * bricks_here
+            ))
+            .into());
+        }
+        Ok(Response::new(PvQuotaMoveResponse {
+            pvs: listed.len() as u32,
+            bricks_here,
+            enforced_here,
+            not_enforced_here,
+            gluster_quota_on: quota_on,
         }))
     }
 }

@@ -107,8 +107,10 @@ impl<R: CommandRunner + Clone + 'static> Agent<R> {
             Ok(_) => {}
         }
         // The directory's own attribute says whether it has a limit: asking glusterd's list
-        // instead would cost a read of every limit on the volume for each delete.
-        if quota::read_limit(&dir)?.is_some() {
+        // instead would cost a read of every limit on the volume for each delete. On a volume
+        // sized by projects, gluster's quota may be off with the attribute left behind.
+        let by_projects = self.by_projects(&volume).await?;
+        if by_projects.is_none() && quota::read_limit(&dir)?.is_some() {
             self.gluster
                 .quota_remove(&volume, &path)
                 .await
@@ -122,7 +124,7 @@ impl<R: CommandRunner + Clone + 'static> Agent<R> {
         }
         std::fs::remove_dir_all(&dir)
             .map_err(AgentError::io(format!("removing {path} on {volume}")))?;
-        if let Some(v) = self.by_projects(&volume).await? {
+        if let Some(v) = by_projects {
             self.project_release_here(&v, &path).await;
         }
         Ok(Response::new(SubdirDeleteResponse { deleted: true }))
