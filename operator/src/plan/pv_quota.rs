@@ -4,7 +4,7 @@
 //! the volume option the agents read (`gk_agent_proto::pv_quota`).
 
 use gk_agent_proto::pv_quota::{GLUSTER, OPTION, PROJECT};
-use gk_agent_proto::v1::Volume;
+use gk_agent_proto::v1::{PvQuotaMoveResponse, Volume};
 use gk_api::agents::AgentDisk;
 use gk_api::crd::{PvQuotaEnforcement, PvQuotaStatus};
 
@@ -13,10 +13,50 @@ use gk_api::crd::{PvQuotaEnforcement, PvQuotaStatus};
 pub struct Decision {
     pub status: PvQuotaStatus,
     pub set: Option<&'static str>,
+    /// Moving from gluster's quota: the option says project while gluster's quota is still
+    /// on (both enforce); the operator steps it on ([`move_verdict`]).
+    pub moving: bool,
 }
 
 /// One node's disks, by the address gluster knows the node by.
 pub type NodeDisks<'a> = (&'a str, &'a [AgentDisk]);
+
+/// Status while a pool moves from gluster's quota (the progress is added to it).
+pub const MOVING: &str = "moving to the bricks' project quotas: each PV's gluster limit is \
+                          recorded as its size and every brick enforces it, with gluster's quota \
+                          still on; gluster's quota goes off once every brick enforces every PV";
+
+/// One node's answer to a move step, or why it gave none.
+pub type MoveAnswer<'a> = (&'a str, Result<PvQuotaMoveResponse, String>);
+
+/// Whether a move can finish (gluster's quota turned off): every node answered, and on each
+/// every PV directory of every brick enforces its size. `Err` says what it waits for.
+pub fn move_verdict(answers: &[MoveAnswer], down: &[String]) -> Result<(), String> {
+    if let Some(node) = down.first() {
+        return Err(format!("waiting for {node}'s agent to answer"));
+    }
+    let pvs = answers
+        .iter()
+        .filter_map(|(_, a)| a.as_ref().ok().map(|a| a.pvs))
+        .max()
+        .unwrap_or(0);
+    for (node, answer) in answers {
+        let a = answer
+            .as_ref()
+            .map_err(|why| format!("{node} did not take the step: {why}"))?;
+        if let Some(why) = a.not_enforced_here.first() {
+            return Err(format!("on {node}, {why}"));
+        }
+        let want = pvs * a.bricks_here;
+        if a.enforced_here < want {
+            return Err(format!(
+                "{node}'s bricks enforce {} of their {want} PV directories",
+                a.enforced_here
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// What a user does to get project quotas, for the Gluster reasons.
 const HOW: &str = "bricks on XFS mounted with prjquota (a kernel with CONFIG_XFS_QUOTA, as \
@@ -26,6 +66,7 @@ const HOW: &str = "bricks on XFS mounted with prjquota (a kernel with CONFIG_XFS
 /// made outside the operator, whose settings it does not choose.
 pub fn decide(v: &Volume, disks: &[NodeDisks], adopted: bool) -> Decision {
     let current = v.options.get(OPTION).map(String::as_str);
+    let quota_on = v.options.get("features.quota").map(String::as_str) == Some("on");
     let why_not = why_not_projects(v, disks);
     let gluster = |reason: String, set| Decision {
         status: PvQuotaStatus {
@@ -33,6 +74,7 @@ pub fn decide(v: &Volume, disks: &[NodeDisks], adopted: bool) -> Decision {
             reason,
         },
         set,
+        moving: false,
     };
     let project = |reason: String, set| Decision {
         status: PvQuotaStatus {
@@ -40,8 +82,18 @@ pub fn decide(v: &Volume, disks: &[NodeDisks], adopted: bool) -> Decision {
             reason,
         },
         set,
+        moving: false,
+    };
+    let moving = |set| Decision {
+        status: PvQuotaStatus {
+            enforcement: PvQuotaEnforcement::Gluster,
+            reason: MOVING.into(),
+        },
+        set,
+        moving: true,
     };
     match current {
+        Some(PROJECT) if quota_on => moving(None),
         Some(PROJECT) => project(
             match why_not {
                 None => "every brick's disk enforces project quotas; gluster's quota is off".into(),
@@ -54,8 +106,8 @@ pub fn decide(v: &Volume, disks: &[NodeDisks], adopted: bool) -> Decision {
         ),
         Some(GLUSTER) => gluster(
             format!(
-                "PVs were made on it with gluster's quota, which it keeps (a pool with PVs is \
-                 not moved automatically){}",
+                "its option {OPTION} says gluster's quota (set by hand or by an earlier \
+                 operator): it keeps it{}",
                 why_not
                     .map(|w| format!("; besides, {w}"))
                     .unwrap_or_default()
@@ -72,12 +124,17 @@ pub fn decide(v: &Volume, disks: &[NodeDisks], adopted: bool) -> Decision {
             "a volume made outside the operator keeps gluster's quota".into(),
             None,
         ),
-        None if v.options.get("features.quota").map(String::as_str) == Some("on") => gluster(
-            "PVs were made on it with gluster's quota before the bricks' project quotas \
-             were used; it keeps gluster's quota (a pool with PVs is not moved automatically)"
-                .into(),
-            Some(GLUSTER),
-        ),
+        // PVs were made with gluster's quota: moved once every brick's disk allows.
+        None if quota_on => match why_not {
+            None => moving(Some(PROJECT)),
+            Some(w) => gluster(
+                format!(
+                    "PVs were made on it with gluster's quota, which it keeps until every \
+                     brick's disk has project quotas; then it moves by itself. Now {w}"
+                ),
+                None,
+            ),
+        },
         None => match why_not {
             None => project(
                 "every brick's disk enforces project quotas; gluster's quota is off".into(),
@@ -240,15 +297,35 @@ mod tests {
         );
         assert!(d.status.reason.contains("2 sets"), "{}", d.status.reason);
 
-        // Quota on: PVs were made with it. Recorded, so it never flips under them.
+        // Quota on: PVs were made with it. On disks with project quotas they move: the option
+        // is set while gluster's quota still enforces, and the move is stepped on.
+        let on = [("features.quota", "on")];
+        let d = decide(&volume(&THREE, 3, &on), &nodes, false);
+        assert_eq!(
+            (d.status.enforcement, d.set, d.moving),
+            (PvQuotaEnforcement::Gluster, Some(PROJECT), true)
+        );
         let d = decide(
-            &volume(&THREE, 3, &[("features.quota", "on")]),
+            &volume(&THREE, 3, &[("features.quota", "on"), (OPTION, PROJECT)]),
             &nodes,
             false,
         );
         assert_eq!(
-            (d.status.enforcement, d.set),
-            (PvQuotaEnforcement::Gluster, Some(GLUSTER))
+            (d.status.enforcement, d.set, d.moving),
+            (PvQuotaEnforcement::Gluster, None, true)
+        );
+        // Without them, they keep gluster's quota, undecided.
+        let bad = [disk("/b", false)];
+        let without: Vec<NodeDisks> = vec![("a", &bad), ("b", &good), ("c", &good)];
+        let d = decide(&volume(&THREE, 3, &on), &without, false);
+        assert_eq!(
+            (d.status.enforcement, d.set, d.moving),
+            (PvQuotaEnforcement::Gluster, None, false)
+        );
+        assert!(
+            d.status.reason.contains("moves by itself"),
+            "{}",
+            d.status.reason
         );
         let d = decide(&volume(&THREE, 3, &[(OPTION, GLUSTER)]), &nodes, false);
         assert_eq!(
@@ -291,6 +368,39 @@ mod tests {
             refuses_growth(&volume(&THREE, 3, &[(OPTION, GLUSTER)]), 3),
             None
         );
+    }
+
+    #[test]
+    fn a_move_finishes_only_when_every_brick_of_every_node_enforces_every_pv() {
+        let answer = |bricks, enforced, failed: &[&str]| PvQuotaMoveResponse {
+            pvs: 4,
+            bricks_here: bricks,
+            enforced_here: enforced,
+            not_enforced_here: failed.iter().map(|s| s.to_string()).collect(),
+            gluster_quota_on: true,
+        };
+        let done = [
+            ("a", Ok(answer(1, 4, &[]))),
+            ("b", Ok(answer(2, 8, &[]))),
+            ("c", Ok(answer(1, 4, &[]))),
+        ];
+        assert_eq!(move_verdict(&done, &[]), Ok(()));
+        let e = move_verdict(&done, &["c".to_string()]).unwrap_err();
+        assert!(e.contains("c's agent"), "{e}");
+        let short = [("a", Ok(answer(1, 4, &[]))), ("b", Ok(answer(2, 5, &[])))];
+        let e = move_verdict(&short, &[]).unwrap_err();
+        assert!(e.contains("b's bricks enforce 5 of their 8"), "{e}");
+        let failed = [(
+            "a",
+            Ok(answer(1, 3, &["/b/pool/1/pvc-1: xfs_quota failed"])),
+        )];
+        assert!(move_verdict(&failed, &[])
+            .unwrap_err()
+            .contains("xfs_quota failed"));
+        let refused = [("a", Err("unavailable".to_string()))];
+        assert!(move_verdict(&refused, &[])
+            .unwrap_err()
+            .contains("a did not take"));
     }
 
     #[test]

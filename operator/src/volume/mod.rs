@@ -15,6 +15,7 @@ pub mod day2;
 pub mod lookup;
 pub mod observe;
 pub mod options;
+pub mod pv_quota;
 pub mod record;
 pub mod status;
 pub mod users;
@@ -206,7 +207,12 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         pv_quota,
     )
     .await?;
-    let pv_quota = decide(&applied.volume).status;
+    let decided = decide(&applied.volume);
+    let pv_quota = if decided.moving && !agents.is_empty() {
+        pv_quota::step(&mut agents, &down, &name).await
+    } else {
+        decided.status
+    };
     observe::run(gv, ctx, &gc, &name, &mut agents, &applied, day2, pv_quota).await
 }
 
