@@ -731,6 +731,17 @@ if $agent_ok; then
   # (Health, SubdirCreate, SubdirEnforce, SubdirGet, SubdirExpand, SubdirList, SubdirDelete)
   # on a replica-3 volume sized by projects, each step checked on the bricks.
   pb=("${m3[0]}/p1" "${m3[1]}/p2" "${m3[2]}/p3")
+  # 3h. A pool made with gluster's quota (a PV of 10 MiB holding 3 MiB), then moved by the
+  # agent's PvQuotaMove once its option says project: the client drives it after 3g.
+  mb=("${m3[0]}/m1" "${m3[1]}/m2" "${m3[2]}/m3")
+  run create-mv gluster --mode=script volume create mv replica 3 "$host:${mb[0]}" "$host:${mb[1]}" "$host:${mb[2]}" force \
+    && run start-mv gluster --mode=script volume start mv && online mv 3 \
+    && run quota-mv gluster --mode=script volume quota mv enable \
+    && mkdir -p /mnt/mv && run mount-mv mount -t glusterfs $host:/mv /mnt/mv && sleep 1 \
+    && mkdir /mnt/mv/pvc-old && run limit-mv gluster --mode=script volume quota mv limit-usage /pvc-old 10MB \
+    && dd if=/dev/urandom of=/mnt/mv/pvc-old/data bs=1M count=3 conv=fsync status=none \
+    && run option-mv gluster --mode=script volume set mv user.glusterkube.pv-quota project \
+    && umount /mnt/mv && export GK_MOVE_VOLUME=mv || fail move-setup "volume mv: see log"
   if vol pv "replica 3" "${pb[@]}"; then
     umount /mnt/pv 2>/dev/null
     log "+ vm-agent-rpcs gk-agent $host pv $(printf '%s\n' "${m3[@]}" | sort -u | tr '\n' ' ')"
@@ -739,6 +750,18 @@ if $agent_ok; then
     cat $R/rpcs.txt >> $R/results.txt; cat $R/rpcs.txt >> $R/log.txt
     cat /run/gk-agent.log >> $R/log.txt 2>/dev/null
     [ $rc = 0 ] || grep -q '^FAIL' $R/rpcs.txt || fail agent-rpcs "vm-agent-rpcs exit $rc with no FAIL line"
+    # After the move: the PV holds its size by project quota, gluster's quota off (ENOSPC,
+    # where gluster's quota answered EDQUOT).
+    if [ -n "${GK_MOVE_VOLUME:-}" ] && grep -q '^PASS move-finish' $R/rpcs.txt; then
+      mount -t glusterfs $host:/mv /mnt/mv && sleep 1
+      r=$(write20 /mnt/mv/pvc-old/big ENOSPC); rc=$?
+      # The client's write-behind acknowledges some writes before a brick's ENOSPC comes back
+      # (as in section 2): what counts is what the bricks hold.
+      held=$(du -sk "${mb[0]}/pvc-old" | cut -f1)
+      [ $rc = 0 ] && [ "$held" -le 10240 ] && pass move-enforced "after the move, a writer in the 10 MiB PV holding 3 MiB: $r; the brick holds $held KiB" \
+        || fail move-enforced "$r; the brick holds $held KiB"
+      umount /mnt/mv
+    fi
   else fail agent-rpcs "volume pv: see log"; fi
 fi
 info agent-timing "the agent section took $(awk "BEGIN{print $(now)-$t3}")s"

@@ -6,7 +6,9 @@
 //!   vm-agent-rpcs AGENT ADDRESS VOLUME BRICK_ROOT...
 //!
 //! VOLUME must exist, be started, have its bricks on this node under the BRICK_ROOTs and
-//! carry user.glusterkube.pv-quota=project.
+//! carry user.glusterkube.pv-quota=project. With GK_MOVE_VOLUME set, that volume (gluster's
+//! quota on, a PV directory /pvc-old with a 10 MiB gluster limit, the option set to project
+//! since) is then moved to project quotas through PvQuotaMove.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -122,7 +124,10 @@ async fn main() -> anyhow::Result<ExitCode> {
         .spawn()
         .map_err(|e| anyhow::anyhow!("starting {agent} serve: {e}"))?;
 
-    let result = drive(&mut report, &pki, volume, roots).await;
+    let mut result = drive(&mut report, &pki, volume, roots).await;
+    if let (Ok(()), Ok(moving)) = (&result, std::env::var("GK_MOVE_VOLUME")) {
+        result = move_to_projects(&mut report, &pki, &moving, roots).await;
+    }
     let _ = child.kill();
     let _ = child.wait();
     if let Err(e) = result {
@@ -342,6 +347,118 @@ async fn drive(
             "SubdirDelete: deleted={}, left on {left:?}, limits (KiB) after {limits:?} ({raw:?})",
             deleted.deleted
         ),
+    );
+    Ok(())
+}
+
+/// PvQuotaMove on a pool made with gluster's quota: a step records the PV's gluster limit as
+/// its size and gives every brick its project limit while gluster's quota stays on; the
+/// finishing step turns gluster's quota off; the PV keeps its size.
+async fn move_to_projects(
+    report: &mut Report,
+    pki: &TestPki,
+    volume: &str,
+    roots: &[String],
+) -> anyhow::Result<()> {
+    use gk_agent_proto::v1::PvQuotaMoveRequest;
+    let mut c = client(pki).await?;
+    // Steps until this node's bricks enforce every PV, as the operator takes one per
+    // reconcile: a brick its fresh mount did not reach yet gets the record at the next.
+    let mut steps = 0;
+    let step = loop {
+        steps += 1;
+        let step = c
+            .pv_quota_move(PvQuotaMoveRequest {
+                volume: volume.into(),
+                finish: false,
+            })
+            .await?
+            .into_inner();
+        if steps == 10 || step.enforced_here >= step.pvs * step.bricks_here {
+            break step;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    let bricks: Vec<PathBuf> = c
+        .volume_info(VolumeRequest {
+            name: volume.into(),
+        })
+        .await?
+        .into_inner()
+        .volume
+        .unwrap_or_default()
+        .bricks
+        .iter()
+        .filter_map(|b| b.split_once(':').map(|(_, p)| PathBuf::from(p)))
+        .collect();
+    let mount_of = |brick: &Path| -> PathBuf {
+        roots
+            .iter()
+            .map(PathBuf::from)
+            .filter(|r| brick.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+            .unwrap_or_default()
+    };
+    let ids: Vec<u32> = bricks
+        .iter()
+        .map(|b| project_of(&b.join("pvc-old")))
+        .collect();
+    let (limits, raw): (Vec<u64>, Vec<String>) = bricks
+        .iter()
+        .zip(&ids)
+        .map(|(b, id)| limit_kib(*id, &mount_of(b)))
+        .unzip();
+    report.check(
+        "move-step",
+        step.pvs == 1
+            && step.bricks_here == 3
+            && step.enforced_here == 3
+            && step.not_enforced_here.is_empty()
+            && step.gluster_quota_on
+            && limits.iter().all(|l| *l == 10240),
+        format!(
+            "PvQuotaMove after {steps} step(s): {} PV, {} of {} bricks enforce it ({:?}), gluster's quota still on: {}; limits (KiB) {limits:?} ({raw:?})",
+            step.pvs, step.enforced_here, step.bricks_here, step.not_enforced_here, step.gluster_quota_on
+        ),
+    );
+    let done = c
+        .pv_quota_move(PvQuotaMoveRequest {
+            volume: volume.into(),
+            finish: true,
+        })
+        .await?
+        .into_inner();
+    let quota = c
+        .volume_info(VolumeRequest {
+            name: volume.into(),
+        })
+        .await?
+        .into_inner()
+        .volume
+        .unwrap_or_default()
+        .options
+        .get("features.quota")
+        .cloned()
+        .unwrap_or_default();
+    report.check(
+        "move-finish",
+        !done.gluster_quota_on && quota != "on",
+        format!(
+            "PvQuotaMove finish: gluster_quota_on={}, features.quota={quota:?}",
+            done.gluster_quota_on
+        ),
+    );
+    let got = c
+        .subdir_get(SubdirGetRequest {
+            volume: volume.into(),
+            path: "/pvc-old".into(),
+        })
+        .await?
+        .into_inner();
+    report.check(
+        "move-size-kept",
+        got.limit_bytes == 10 * MIB,
+        format!("SubdirGet after the move: {} bytes", got.limit_bytes),
     );
     Ok(())
 }
