@@ -79,6 +79,44 @@ fn limit_kib(id: u32, mount: &Path) -> (u64, String) {
     }
 }
 
+/// The volume's bricks as paths on this node (the VM is its only node).
+async fn bricks_of(
+    c: &mut BrickAgentClient<Channel>,
+    volume: &str,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let vol = c
+        .volume_info(VolumeRequest {
+            name: volume.into(),
+        })
+        .await?
+        .into_inner()
+        .volume
+        .ok_or_else(|| anyhow::anyhow!("volume {volume} is gone"))?;
+    Ok(vol
+        .bricks
+        .iter()
+        .filter_map(|b| b.split_once(':').map(|(_, p)| PathBuf::from(p)))
+        .collect())
+}
+
+/// Each brick's project limit (its project `ids`, in order) on the disk of `roots` holding
+/// it, in KiB, with what xfs_quota printed.
+fn limits_of(bricks: &[PathBuf], ids: &[u32], roots: &[String]) -> (Vec<u64>, Vec<String>) {
+    bricks
+        .iter()
+        .zip(ids)
+        .map(|(b, id)| {
+            let mount = roots
+                .iter()
+                .map(PathBuf::from)
+                .filter(|r| b.starts_with(r))
+                .max_by_key(|r| r.as_os_str().len())
+                .unwrap_or_default();
+            limit_kib(*id, &mount)
+        })
+        .unzip()
+}
+
 async fn client(pki: &TestPki) -> anyhow::Result<BrickAgentClient<Channel>> {
     let id = pki.issue("operator", &[], false)?;
     let tls = ClientTlsConfig::new()
@@ -171,27 +209,7 @@ async fn drive(
         ),
     );
 
-    let vol = c
-        .volume_info(VolumeRequest {
-            name: volume.into(),
-        })
-        .await?
-        .into_inner()
-        .volume
-        .ok_or_else(|| anyhow::anyhow!("volume {volume} is gone"))?;
-    let bricks: Vec<PathBuf> = vol
-        .bricks
-        .iter()
-        .filter_map(|b| b.split_once(':').map(|(_, p)| PathBuf::from(p)))
-        .collect();
-    let mount_of = |brick: &Path| -> PathBuf {
-        roots
-            .iter()
-            .map(PathBuf::from)
-            .filter(|r| brick.starts_with(r))
-            .max_by_key(|r| r.as_os_str().len())
-            .unwrap_or_default()
-    };
+    let bricks = bricks_of(&mut c, volume).await?;
 
     let path = "/pvc-rpc";
     let made = c
@@ -206,11 +224,7 @@ async fn drive(
         .iter()
         .map(|b| project_of(&b.join("pvc-rpc")))
         .collect();
-    let (limits, raw): (Vec<u64>, Vec<String>) = bricks
-        .iter()
-        .zip(&ids)
-        .map(|(b, id)| limit_kib(*id, &mount_of(b)))
-        .unzip();
+    let (limits, raw) = limits_of(&bricks, &ids, roots);
     report.check(
         "rpc-create",
         made.project_quota
@@ -280,11 +294,7 @@ async fn drive(
         })
         .await?
         .into_inner();
-    let (limits, raw): (Vec<u64>, Vec<String>) = bricks
-        .iter()
-        .zip(&ids)
-        .map(|(b, id)| limit_kib(*id, &mount_of(b)))
-        .unzip();
+    let (limits, raw) = limits_of(&bricks, &ids, roots);
     report.check(
         "rpc-expand",
         grown.project_quota && limits.iter().all(|l| *l == 20480),
@@ -331,11 +341,7 @@ async fn drive(
         })
         .await?
         .into_inner();
-    let (limits, raw): (Vec<u64>, Vec<String>) = bricks
-        .iter()
-        .zip(&ids)
-        .map(|(b, id)| limit_kib(*id, &mount_of(b)))
-        .unzip();
+    let (limits, raw) = limits_of(&bricks, &ids, roots);
     let left: Vec<&PathBuf> = bricks
         .iter()
         .filter(|b| b.join("pvc-rpc").exists())
@@ -379,35 +385,12 @@ async fn move_to_projects(
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     };
-    let bricks: Vec<PathBuf> = c
-        .volume_info(VolumeRequest {
-            name: volume.into(),
-        })
-        .await?
-        .into_inner()
-        .volume
-        .unwrap_or_default()
-        .bricks
-        .iter()
-        .filter_map(|b| b.split_once(':').map(|(_, p)| PathBuf::from(p)))
-        .collect();
-    let mount_of = |brick: &Path| -> PathBuf {
-        roots
-            .iter()
-            .map(PathBuf::from)
-            .filter(|r| brick.starts_with(r))
-            .max_by_key(|r| r.as_os_str().len())
-            .unwrap_or_default()
-    };
+    let bricks = bricks_of(&mut c, volume).await?;
     let ids: Vec<u32> = bricks
         .iter()
         .map(|b| project_of(&b.join("pvc-old")))
         .collect();
-    let (limits, raw): (Vec<u64>, Vec<String>) = bricks
-        .iter()
-        .zip(&ids)
-        .map(|(b, id)| limit_kib(*id, &mount_of(b)))
-        .unzip();
+    let (limits, raw) = limits_of(&bricks, &ids, roots);
     report.check(
         "move-step",
         step.pvs == 1

@@ -162,6 +162,31 @@ impl<R: CommandRunner + 'static> Agent<R> {
     }
 
     /// The agent's own FUSE mount of `volume`, made on first use.
+    /// Makes the PV directory `dir` (`path` of `volume`, on the management mount) with its
+    /// parents; on a pool made by hand it is marked as made here (only those are ever
+    /// deleted). True when made now, false when it was there already.
+    fn make_pv_dir(&self, dir: &Path, volume: &str, path: &str) -> Result<bool, AgentError> {
+        let made = match std::fs::create_dir(dir) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir)
+                    .map_err(AgentError::io(format!("creating {path} on {volume}")))?;
+                true
+            }
+            Err(e) => {
+                return Err(AgentError::Io {
+                    what: format!("creating {path} on {volume}"),
+                    source: e,
+                })
+            }
+        };
+        if self.scope.is_some() {
+            quota::mark_made(dir)?;
+        }
+        Ok(made)
+    }
+
     async fn management_mount(&self, volume: &str) -> Result<PathBuf, AgentError> {
         // Concurrent creates on one volume must not mount it twice.
         let _guard = self.locks.lock(&format!("mount:{volume}")).await;

@@ -65,37 +65,16 @@ impl<R: CommandRunner + 'static> Agent<R> {
     ) -> Reply<SubdirResponse> {
         let volume = &v.name;
         let dir = self.subdir(volume, &path).await?;
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {
-                if self.scope.is_some() {
-                    quota::mark_made(&dir)?;
+        if !self.make_pv_dir(&dir, volume, &path)? {
+            match projects::recorded_size(&dir).map_err(AgentError::from)? {
+                Some(size) if size != bytes => {
+                    return Err(AgentError::Conflict(format!(
+                        "{path} on {volume} exists with a size of {size} bytes, not {bytes}"
+                    ))
+                    .into())
                 }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                match projects::recorded_size(&dir).map_err(AgentError::from)? {
-                    Some(size) if size != bytes => {
-                        return Err(AgentError::Conflict(format!(
-                            "{path} on {volume} exists with a size of {size} bytes, not {bytes}"
-                        ))
-                        .into())
-                    }
-                    // A retry, or a create that failed after the record: enforce again.
-                    Some(_) | None => {}
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&dir)
-                    .map_err(AgentError::io(format!("creating {path} on {volume}")))?;
-                if self.scope.is_some() {
-                    quota::mark_made(&dir)?;
-                }
-            }
-            Err(e) => {
-                return Err(AgentError::Io {
-                    what: format!("creating {path} on {volume}"),
-                    source: e,
-                }
-                .into())
+                // A retry, or a create that failed after the record: enforce again.
+                Some(_) | None => {}
             }
         }
         projects::record_size(&dir, bytes).map_err(AgentError::from)?;

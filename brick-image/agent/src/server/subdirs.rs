@@ -24,49 +24,30 @@ impl<R: CommandRunner + Clone + 'static> Agent<R> {
         }
         self.quota_ready(&volume).await?;
         let dir = self.subdir(&volume, &path).await?;
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {
-                if self.scope.is_some() {
-                    quota::mark_made(&dir)?;
+        let made = self.make_pv_dir(&dir, &volume, &path).inspect_err(|_| {
+            self.forget_quota_ready(&volume);
+        })?;
+        if !made {
+            match quota::read_limit(&dir)? {
+                Some(limit) if limit != req.limit_bytes => {
+                    return Err(AgentError::Conflict(format!(
+                        "{path} on {volume} exists with a limit of {limit} bytes, not {}",
+                        req.limit_bytes
+                    ))
+                    .into())
                 }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                match quota::read_limit(&dir)? {
-                    Some(limit) if limit != req.limit_bytes => {
-                        return Err(AgentError::Conflict(format!(
-                            "{path} on {volume} exists with a limit of {limit} bytes, not {}",
-                            req.limit_bytes
-                        ))
-                        .into())
-                    }
-                    // A retry: make sure glusterd's list gets it even if the agent
-                    // restarted before registering it.
-                    Some(_) => {
-                        self.registrar.register(&volume, &path);
-                        return Ok(Response::new(SubdirResponse {
-                            path,
-                            limit_bytes: req.limit_bytes,
-                            ..Default::default()
-                        }));
-                    }
-                    // Made by a create that failed before its limit: finish it.
-                    None => {}
+                // A retry: make sure glusterd's list gets it even if the agent restarted
+                // before registering it.
+                Some(_) => {
+                    self.registrar.register(&volume, &path);
+                    return Ok(Response::new(SubdirResponse {
+                        path,
+                        limit_bytes: req.limit_bytes,
+                        ..Default::default()
+                    }));
                 }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&dir)
-                    .map_err(AgentError::io(format!("creating {path} on {volume}")))?;
-                if self.scope.is_some() {
-                    quota::mark_made(&dir)?;
-                }
-            }
-            Err(e) => {
-                self.forget_quota_ready(&volume);
-                return Err(AgentError::Io {
-                    what: format!("creating {path} on {volume}"),
-                    source: e,
-                }
-                .into());
+                // Made by a create that failed before its limit: finish it.
+                None => {}
             }
         }
         quota::write_limit(&dir, req.limit_bytes)?;
