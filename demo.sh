@@ -195,8 +195,11 @@ kubectl -n "$ns" logs alice
 kubectl -n "$ns" logs bob
 
 stage "kubectl gluster (the kubectl plugin) in /usr/local/bin"
-# Built with the images' binaries (cached); kubectl finds plugins on PATH.
-cargo build -q -p kubectl-gluster
+# Built with the images' binaries (cached); kubectl finds plugins on PATH. Under the test
+# command (GK_IMAGES_BUILT=1) tests/run.sh built it: cargo inside a running `cargo test` would
+# wait for its lock forever.
+[ "${GK_IMAGES_BUILT:-}" = 1 ] || cargo build -q -p kubectl-gluster
+[ -x "$CARGO_TARGET_DIR/debug/kubectl-gluster" ] || gk_die "no kubectl-gluster in $CARGO_TARGET_DIR/debug: cargo build -p kubectl-gluster"
 install -m 0755 "$CARGO_TARGET_DIR/debug/kubectl-gluster" /usr/local/bin/kubectl-gluster
 kubectl gluster status -n "$ns"
 
