@@ -1230,7 +1230,8 @@ async fn dedicated_holds_its_size(k: &Cluster) {
         log.contains("Disk quota exceeded")
             || log.contains("No space left")
             || log.contains("Input/output error"),
-        "a write past 1Gi fails: {log}"
+        "a write past 1Gi fails: {log}\n{}",
+        dedicated_client_log(k)
     );
     let written_mib: u64 = log
         .lines()
@@ -1242,6 +1243,35 @@ async fn dedicated_holds_its_size(k: &Cluster) {
         written_mib <= 1024,
         "no more than the PV's size is written: {log}"
     );
+}
+
+/// The dedicated PV's gluster client's log (its mount pod's, the container before a
+/// restart too), for a failure that may be the client's: once in CI its writer got
+/// "Software caused connection abort", which is the client process gone.
+fn dedicated_client_log(k: &Cluster) -> String {
+    let pv = k.kubectl(&[
+        "-n",
+        NS,
+        "get",
+        "pvc",
+        "dedicated",
+        "-o",
+        "jsonpath={.spec.volumeName}",
+    ]);
+    let Some(pod) = mount_pod_of(k, &pv) else {
+        return format!("no mount pod serves {pv}");
+    };
+    let name = pod["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let restarts = &pod["status"]["containerStatuses"];
+    let mut out = format!("mount pod {name}, container statuses: {restarts}\n");
+    for previous in ["--previous=true", "--previous=false"] {
+        let logs = k.kubectl_ok(&["-n", RELEASE_NS, "logs", &name, previous, "--tail=60"]);
+        out += &format!("--- logs {previous}:\n{}\n", logs.unwrap_or_default());
+    }
+    out
 }
 
 /// A StorageClass `subDir` template names the PV's directory after its claim (the chart

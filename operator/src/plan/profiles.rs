@@ -196,14 +196,18 @@ pub const TUNED: &[ProfileOption] = &[
 /// What the Database profile adds to Tuned (and, on volumes published to one node, the
 /// kernel's write-back cache: `TuningProfile::single_node_mount_options`).
 pub const DATABASE: &[ProfileOption] = &[ProfileOption {
-    key: "performance.write-behind-trickling-writes",
-    value: "off",
-    reason: "small writes wait in the client's write-behind buffer until a whole aggregate \
-             (1 MiB) is full or the application flushes or syncs, instead of leaving one by \
-             one whenever nothing else is in flight; a database syncs what must be durable, \
-             and on a ReadWriteOnce volume no other node reads in between",
+    key: TRICKLING_WRITES,
+    value: "on",
+    reason: "kept on (gluster's default), set so volumes made when this profile turned it off \
+             get it back: with trickling writes off, a write the bricks refuse after the client \
+             answered it (the PV full) leaves the next write held in gluster 10.3's write-behind \
+             for ever, and the writer cannot be killed (tests/tests/gluster_ops.rs)",
     applies: Applies::All,
 }];
+
+/// Gluster's write-behind option that holds small writes until a whole aggregate is full;
+/// a volume may not turn it off (see [`DATABASE`]).
+pub const TRICKLING_WRITES: &str = "performance.write-behind-trickling-writes";
 
 /// The options of `profile`, before a volume's own.
 pub fn profile_options(profile: TuningProfile) -> Vec<&'static ProfileOption> {
@@ -310,9 +314,9 @@ mod tests {
             assert!(o.len() > tuned.len(), "{p:?} adds nothing");
         }
         assert_eq!(
-            options(TuningProfile::Database, r3, &BTreeMap::new())
-                ["performance.write-behind-trickling-writes"],
-            "off"
+            options(TuningProfile::Database, r3, &BTreeMap::new())[TRICKLING_WRITES],
+            "on",
+            "volumes made when Database turned trickling writes off get them back"
         );
     }
 

@@ -44,7 +44,27 @@ pub fn access(gv: &GlusterVolume, gc: &GlusterCluster) -> Result<Vec<(String, St
     {
         return Err(SpecError {
             field: format!("spec.options.{}", gk_agent_proto::pv_quota::OPTION),
-            reason: "how PVs are sized (the bricks' project quotas or gluster's quota) is                      decided by the operator from the bricks' disks and shown in                      status.pvQuota; remove this option"
+            reason: "how PVs are sized (the bricks' project quotas or gluster's quota) is \
+                     decided by the operator from the bricks' disks and shown in \
+                     status.pvQuota; remove this option"
+                .into(),
+        });
+    }
+    let trickling = gv.spec.options.get(plan::profiles::TRICKLING_WRITES);
+    // Gluster reads a boolean from any of these.
+    let off = |v: &String| {
+        matches!(
+            v.to_ascii_lowercase().as_str(),
+            "off" | "no" | "false" | "disable" | "0"
+        )
+    };
+    if trickling.is_some_and(off) {
+        return Err(SpecError {
+            field: format!("spec.options.{}", plan::profiles::TRICKLING_WRITES),
+            reason: "with trickling writes off, gluster 10.3's write-behind holds a write for \
+                     ever once the bricks refused an earlier one (a full PV), and the writer \
+                     cannot be killed; remove this option (the Database profile's write-back \
+                     cache gathers small writes instead)"
                 .into(),
         });
     }
@@ -290,6 +310,27 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.field, "spec.options.performance.cache-size");
         assert!(e.reason.contains("flag"), "{}", e.reason);
+        // Trickling writes off would hold a writer for ever once its PV is full.
+        for v in ["off", "Disable", "0"] {
+            let e = access(
+                &gv(serde_json::json!({"performance.write-behind-trickling-writes": v})),
+                &gc,
+            )
+            .unwrap_err();
+            assert_eq!(
+                e.field,
+                "spec.options.performance.write-behind-trickling-writes"
+            );
+            assert!(e.reason.contains("remove this option"), "{}", e.reason);
+        }
+        let on = gv(serde_json::json!({"performance.write-behind-trickling-writes": "on"}));
+        assert!(access(&on, &gc).is_ok());
+        let e = access(
+            &gv(serde_json::json!({"user.glusterkube.pv-quota": "gluster"})),
+            &gc,
+        )
+        .unwrap_err();
+        assert!(!e.reason.contains("  "), "{}", e.reason);
 
         let mut plain = gc.clone();
         plain.spec.tls.enabled = false;
