@@ -180,6 +180,8 @@ const ALL_OPTIONS: &[&str] = &[
     "storageClasses[1].parameters.cluster=storage/gluster",
     "--set",
     "csi.controller.replicas=2",
+    "--set",
+    "operator.replicas=2",
     // The NetworkPolicies go to a namespace every apiserver has, for the server dry run.
     "--set",
     "networkPolicy.enabled=true",
@@ -210,6 +212,84 @@ fn chart_lints_clean() {
             "helm lint {extra:?} is not clean:\n{out}"
         );
     }
+}
+
+/// More than one operator or CSI controller replica gets a PodDisruptionBudget over exactly
+/// the Deployment's pods, letting a drain take one at a time; one replica gets none (a budget
+/// allowing no eviction would block every drain of its node).
+#[test]
+fn disruption_budgets_follow_the_replicas() {
+    let budgets = |extra: &[&str]| -> Vec<Value> {
+        docs(&render("gk", "ns", extra).unwrap())
+            .into_iter()
+            .filter(|o| o["kind"] == "PodDisruptionBudget")
+            .collect()
+    };
+    assert!(budgets(&[]).is_empty(), "one replica each: no budget");
+    let two = [
+        "--set",
+        "operator.replicas=2",
+        "--set",
+        "csi.controller.replicas=3",
+    ];
+    let objects = docs(&render("gk", "ns", &two).unwrap());
+    let found = budgets(&two);
+    assert_eq!(found.len(), 2, "{found:?}");
+    for component in ["operator", "csi-controller"] {
+        let name = format!("gk-glusterkube-{component}");
+        let deployment = objects
+            .iter()
+            .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("no Deployment {name}"));
+        let budget = found
+            .iter()
+            .find(|b| b["metadata"]["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("no budget {name}: {found:?}"));
+        assert_eq!(
+            budget["spec"]["selector"], deployment["spec"]["selector"],
+            "{name}'s budget selects its Deployment's pods"
+        );
+        assert_eq!(budget["spec"]["maxUnavailable"], 1, "{name}");
+        assert_eq!(budget["metadata"]["namespace"], "ns");
+    }
+    let only_operator = budgets(&["--set", "operator.replicas=2"]);
+    assert_eq!(only_operator.len(), 1);
+    assert_eq!(
+        only_operator[0]["metadata"]["name"],
+        "gk-glusterkube-operator"
+    );
+}
+
+/// `nameOverride` and `fullnameOverride` rename every object the chart makes (and the name
+/// label, which selectors use, consistently); a value that is no DNS name is refused, naming
+/// it.
+#[test]
+fn name_overrides_rename_every_object() {
+    let objects = |extra: &[&str]| docs(&render("rel", "ns", extra).unwrap());
+    for (extra, prefix, label) in [
+        (["--set", "fullnameOverride=store"], "store", "glusterkube"),
+        (["--set", "nameOverride=gfs"], "rel-gfs", "gfs"),
+    ] {
+        let rendered = objects(&extra);
+        assert!(rendered.len() > 10, "{extra:?}");
+        for o in &rendered {
+            let name = o["metadata"]["name"].as_str().unwrap_or_default();
+            // The CSIDriver is named after the driver, which is compiled in.
+            if o["kind"] == "CSIDriver" {
+                assert_eq!(name, "gluster.glusterkube.dev");
+                continue;
+            }
+            assert!(name.starts_with(prefix), "{extra:?}: {} {name}", o["kind"]);
+            if let Some(l) = o["metadata"]["labels"].get("app.kubernetes.io/name") {
+                assert_eq!(l, label, "{extra:?}: {name}");
+            }
+            if let Some(sel) = o["spec"]["selector"]["matchLabels"].get("app.kubernetes.io/name") {
+                assert_eq!(sel, label, "{extra:?}: {name}'s selector");
+            }
+        }
+    }
+    let e = render("rel", "ns", &["--set", "fullnameOverride=Not_A_Name"]).unwrap_err();
+    assert!(e.to_string().contains("fullnameOverride"), "{e}");
 }
 
 /// `helm template` works as a user runs it, without `--kube-version`: helm is built, as its

@@ -1,9 +1,20 @@
-{{/* Names: everything is prefixed with the release's full name, so objects say what installed them. */}}
+{{/* The chart's name, or nameOverride. */}}
+{{- define "glusterkube.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Names: everything is prefixed with the release's full name, so objects say what installed
+them; fullnameOverride replaces it. */}}
 {{- define "glusterkube.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "glusterkube.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -11,7 +22,7 @@
 {{- define "glusterkube.driverName" -}}gluster.glusterkube.dev{{- end -}}
 
 {{- define "glusterkube.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "glusterkube.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
