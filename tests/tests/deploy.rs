@@ -260,6 +260,58 @@ fn disruption_budgets_follow_the_replicas() {
     );
 }
 
+/// The CSI controller's gk-csi is probed for liveness through the liveness-probe sidecar,
+/// which calls its CSI Probe on the socket they share and serves /healthz on the port the
+/// kubelet probes.
+#[test]
+fn csi_controller_is_probed_for_liveness() {
+    let objects = docs(&render("gk", "ns", &["--set", "csi.controller.healthPort=9999"]).unwrap());
+    let controller = objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "Deployment" && o["metadata"]["name"] == "gk-glusterkube-csi-controller"
+        })
+        .expect("the CSI controller Deployment");
+    let containers = controller["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap();
+    let named = |n: &str| {
+        containers
+            .iter()
+            .find(|c| c["name"] == n)
+            .unwrap_or_else(|| panic!("no container {n}"))
+    };
+    let (gk, probe) = (named("gk-csi"), named("liveness-probe"));
+    assert_eq!(gk["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(gk["livenessProbe"]["httpGet"]["port"], "healthz");
+    assert!(gk["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["name"] == "healthz" && p["containerPort"] == 9999));
+    let args = strings(&probe["args"]);
+    assert!(args.contains(&"--health-port=9999"), "{args:?}");
+    assert!(args.contains(&"--csi-address=/csi/csi.sock"), "{args:?}");
+    let endpoint = gk["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "CSI_ENDPOINT")
+        .unwrap();
+    assert_eq!(endpoint["value"], "unix:///csi/csi.sock");
+    for c in [gk, probe] {
+        assert!(
+            c["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["name"] == "socket-dir" && m["mountPath"] == "/csi"),
+            "{} shares the socket directory",
+            c["name"]
+        );
+    }
+}
+
 /// `nameOverride` and `fullnameOverride` rename every object the chart makes (and the name
 /// label, which selectors use, consistently); a value that is no DNS name is refused, naming
 /// it.
