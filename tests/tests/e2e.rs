@@ -732,18 +732,7 @@ loop subdir /data/steady & loop dedicated /ded/steady & wait"#;
     ));
     running(k, "steady-writer").await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let pv_of = |claim: &str| {
-        k.kubectl(&[
-            "-n",
-            NS,
-            "get",
-            "pvc",
-            claim,
-            "-o",
-            "jsonpath={.spec.volumeName}",
-        ])
-    };
-    let (shared_pv, dedicated_pv) = (pv_of("shared"), pv_of("dedicated"));
+    let (shared_pv, dedicated_pv) = (pv_of(k, "shared"), pv_of(k, "dedicated"));
     // The gluster client serving each PV: the plugin's deletion, its upgrade and the
     // release's uninstall must leave these very processes serving.
     let clients = || {
@@ -1249,15 +1238,7 @@ async fn dedicated_holds_its_size(k: &Cluster) {
 /// restart too), for a failure that may be the client's: once in CI its writer got
 /// "Software caused connection abort", which is the client process gone.
 fn dedicated_client_log(k: &Cluster) -> String {
-    let pv = k.kubectl(&[
-        "-n",
-        NS,
-        "get",
-        "pvc",
-        "dedicated",
-        "-o",
-        "jsonpath={.spec.volumeName}",
-    ]);
+    let pv = pv_of(k, "dedicated");
     let Some(pod) = mount_pod_of(k, &pv) else {
         return format!("no mount pod serves {pv}");
     };
@@ -2271,15 +2252,7 @@ spec:
     ));
     pvc_bound(&k, "kept", Duration::from_secs(240)).await;
     let volumes_with_dedicated = k.json(&["-n", NS, "get", "glustervolumes"]);
-    let dedicated_pv = k.kubectl(&[
-        "-n",
-        NS,
-        "get",
-        "pvc",
-        "dedicated",
-        "-o",
-        "jsonpath={.spec.volumeName}",
-    ]);
+    let dedicated_pv = pv_of(&k, "dedicated");
     let own: Vec<String> = volumes_with_dedicated["items"]
         .as_array()
         .unwrap()
