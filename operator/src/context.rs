@@ -32,6 +32,8 @@ pub struct Config {
     /// The operator's own namespace: the gluster CA and the CSI node plugins' certificate
     /// live there (see `tls::gluster`).
     pub namespace: String,
+    /// Whether the controllers' watches deliver, for /healthz.
+    pub health: Arc<crate::health::Health>,
 }
 
 /// Settings of the brick pods that are the operator's, not a GlusterCluster's.
@@ -81,6 +83,7 @@ impl Default for Config {
             migration_stall: Duration::from_secs(600),
             instance: None,
             namespace: "glusterkube".into(),
+            health: Default::default(),
         }
     }
 }

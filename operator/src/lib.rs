@@ -7,7 +7,8 @@
 //! - `tls/` holds the certificates and the access options built on them; `pki` issues and
 //!   reads certificates (a leaf every floor may use).
 //! - `single_flight` runs one slow call per key at a time (heal counts).
-//! - `leader` lets one of several replicas reconcile (a Lease).
+//! - `leader` lets one of several replicas reconcile (a Lease); `health` says whether the
+//!   watches deliver (/healthz).
 //! - `apply`, `events`, `finalizer` and `conditions` are the plumbing every reconcile uses;
 //!   `safety` is the one check that a volume's data may be disturbed.
 //!
@@ -22,6 +23,7 @@ mod error;
 pub mod events;
 pub mod failure;
 pub mod finalizer;
+pub mod health;
 pub mod leader;
 pub mod metrics;
 pub mod pki;

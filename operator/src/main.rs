@@ -101,12 +101,21 @@ async fn main() -> anyhow::Result<()> {
     }
     let metrics = Arc::new(Metrics::default());
     let m = metrics.clone();
+    let health = config.health.clone();
     let app = axum::Router::new()
         .route(
             "/metrics",
             axum::routing::get(move || async move { m.encode() }),
         )
-        .route("/healthz", axum::routing::get(|| async { "ok" }));
+        .route(
+            "/healthz",
+            axum::routing::get(move || async move {
+                match health.verdict(std::time::Instant::now()) {
+                    Ok(()) => (axum::http::StatusCode::OK, "ok".to_string()),
+                    Err(why) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, why),
+                }
+            }),
+        );
     let listener = tokio::net::TcpListener::bind(cli.metrics_addr)
         .await
         .with_context(|| format!("listening on {}", cli.metrics_addr))?;

@@ -60,6 +60,7 @@ pub async fn run(
         }
     });
     let shutdown = futures::future::FutureExt::shared(Box::pin(shutdown));
+    let health = ctx.config.health.clone();
     let selector = ctx.config.selector();
     let clusters = Api::<GlusterCluster>::all(client.clone());
     let cluster_ctrl = Controller::new(clusters, watcher::Config::default().labels(&selector))
@@ -86,9 +87,12 @@ pub async fn run(
         )
         .graceful_shutdown_on(shutdown.clone())
         .run(crate::cluster::reconcile, error_policy, ctx.clone())
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "cluster reconcile");
+        .for_each(|r| {
+            report(&health, "GlusterCluster", &r);
+            async move {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "cluster reconcile");
+                }
             }
         });
     let volumes = Api::<GlusterVolume>::all(client.clone());
@@ -106,14 +110,35 @@ pub async fn run(
         )
         .graceful_shutdown_on(shutdown)
         .run(crate::volume::reconcile, error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "volume reconcile");
+        .for_each(|r| {
+            report(&health, "GlusterVolume", &r);
+            async move {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "volume reconcile");
+                }
             }
         });
     let pv_counts = count_persistent_volumes(client, ctx_for_pvs, shutdown_for_pvs);
     futures::join!(cluster_ctrl, volume_ctrl, pv_counts);
     csi_tls.abort();
+}
+
+/// Tells `health` what a controller's stream yielded: a failed watch, or an object delivered
+/// (reconciled, well or not).
+fn report<T, E: std::fmt::Display>(
+    health: &crate::health::Health,
+    controller: &str,
+    result: &Result<T, kube::runtime::controller::Error<E, watcher::Error>>,
+) {
+    use kube::runtime::controller::Error as C;
+    match result {
+        Err(C::QueueError(e)) => {
+            tracing::warn!(controller, error = %e, "watch failed; retrying");
+            health.watch_failed(controller, &e.to_string(), std::time::Instant::now())
+        }
+        Err(C::RunnerError(_)) => {}
+        _ => health.delivered(),
+    }
 }
 
 /// Keeps the PersistentVolume count per GlusterVolume in the metrics current: PVs are
