@@ -258,6 +258,15 @@ pub fn parse_heal_count(
     Ok(bricks)
 }
 
+/// Whether a heal summary shows every brick examined with nothing pending and nothing in
+/// split-brain.
+pub fn all_healed(bricks: &[BrickHeal]) -> bool {
+    !bricks.is_empty()
+        && bricks
+            .iter()
+            .all(|b| b.connected && b.pending == Some(0) && b.split_brain == Some(0))
+}
+
 /// Whether a heal count shows every brick of the volume counted at zero: then nothing is
 /// pending, possibly healing or in split-brain (those are all in the same index).
 pub fn nothing_to_heal(counts: &[BrickHealCount], bricks: &[Brick]) -> bool {
@@ -329,6 +338,8 @@ mod tests {
                 (Some(0), Some(0), Some(0), Some(0))
             );
         }
+        assert!(all_healed(&bricks));
+        assert!(!all_healed(&[]), "no brick examined is not healed");
     }
 
     #[test]
@@ -354,6 +365,8 @@ mod tests {
             down.status
         );
         assert_eq!((down.total, down.pending), (None, None));
+        assert!(!all_healed(&bricks));
+        assert!(!all_healed(&bricks[..2]), "entries pending");
     }
 
     #[test]

@@ -21,12 +21,14 @@ pub use cli::{
 };
 pub use error::GlusterError;
 pub use heal::{
-    nothing_to_heal, parse_heal_count, parse_heal_entries, parse_heal_info_summary, BrickHeal,
-    BrickHealCount, BrickHealEntries, HealEntry,
+    all_healed, nothing_to_heal, parse_heal_count, parse_heal_entries, parse_heal_info_summary,
+    BrickHeal, BrickHealCount, BrickHealEntries, HealEntry,
 };
 pub use layout::{validate_volume_name, Brick, VolumeLayout};
 pub use logs::{cap_logs_forever, rotate_logs, LogDir};
-pub use options::{parse_volume_get, validate_option_key, validate_option_value, OptionValue};
+pub use options::{
+    parse_bool, parse_volume_get, validate_option_key, validate_option_value, OptionValue,
+};
 pub use profile::{parse_profile_info, BrickProfile, FopStat};
 pub use quota::{parse_quota_list, validate_quota_path, QuotaEntry};
 pub use rebalance::{

@@ -83,6 +83,16 @@ pub fn validate_option_key(key: &str) -> Result<(), GlusterError> {
     }
 }
 
+/// A boolean option value as gluster reads it (`on`/`off`, `yes`/`no`, `true`/`false`,
+/// `enable`/`disable`, `1`/`0`, any case); None for anything else.
+pub fn parse_bool(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "on" | "yes" | "true" | "enable" | "1" => Some(true),
+        "off" | "no" | "false" | "disable" | "0" => Some(false),
+        _ => None,
+    }
+}
+
 /// Values go to gluster as one argument: not empty, one line, no control characters, and not
 /// starting with `--`, which the CLI would take for one of its own flags.
 pub fn validate_option_value(value: &str) -> Result<(), GlusterError> {
@@ -105,6 +115,17 @@ pub fn validate_option_value(value: &str) -> Result<(), GlusterError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn booleans_read_as_gluster_reads_them() {
+        for v in ["on", "YES", "true", "Enable", "1"] {
+            assert_eq!(super::parse_bool(v), Some(true), "{v}");
+        }
+        for v in ["off", "No", "FALSE", "disable", "0"] {
+            assert_eq!(super::parse_bool(v), Some(false), "{v}");
+        }
+        assert_eq!(super::parse_bool("maybe"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use gk_gluster::{
-    nothing_to_heal, Brick, BrickHeal, Gluster, GlusterError, ProcessRunner, RebalanceStatus,
-    VolumeLayout, VolumeStatus,
+    nothing_to_heal, Brick, Gluster, GlusterError, ProcessRunner, RebalanceStatus, VolumeLayout,
+    VolumeStatus,
 };
 use gk_mount::{self as mount, MountSource};
 use gk_testenv::gluster_net::GlusterNet;
@@ -88,14 +88,6 @@ fn command_message(err: GlusterError) -> String {
     }
 }
 
-/// Heal is done when every brick is reachable and none has entries left to heal.
-fn healed(bricks: &[BrickHeal]) -> bool {
-    !bricks.is_empty()
-        && bricks
-            .iter()
-            .all(|b| b.connected && b.pending == Some(0) && b.split_brain == Some(0))
-}
-
 async fn heal_until_done(g: &Gluster<ProcessRunner>) {
     // Right after a brick (re)starts, glusterd may still refuse ("Glusterd Syncop Mgmt brick
     // op 'Heal' failed") until the self-heal daemons have connected to it.
@@ -108,7 +100,7 @@ async fn heal_until_done(g: &Gluster<ProcessRunner>) {
         Duration::from_secs(120),
         || async {
             match g.heal_info_summary("r3").await {
-                Ok(b) if healed(&b) => Ok(()),
+                Ok(b) if gk_gluster::all_healed(&b) => Ok(()),
                 other => Err(format!("{other:?}")),
             }
         },

@@ -132,13 +132,8 @@ async fn cut_round(net: &GlusterNet, name: &str, target: &Path, round: usize, cu
             .bricks(name)
             .iter()
             .map(|b| {
-                let at = |p: &Path| Path::new(&b.path).join(p.file_name().unwrap()).exists();
-                format!(
-                    "{b}: gone {} moved {} new {}",
-                    at(&gone),
-                    at(&moved),
-                    at(&renamed)
-                )
+                let [g, m, r] = [&gone, &moved, &renamed].map(|p| on_brick(b, p));
+                format!("{b}: gone {g} moved {m} new {r}")
             })
             .collect();
         let log =
@@ -164,9 +159,8 @@ async fn cut_round(net: &GlusterNet, name: &str, target: &Path, round: usize, cu
     eprintln!("{name}: cut {round}: the mount was back on every brick {back:?} after the return");
     healed(&net.gluster((cut + 1) % 3), name, round).await;
 
-    let rel = |p: &PathBuf| PathBuf::from(p.file_name().unwrap());
     for b in net.bricks(name) {
-        let on = |p: &PathBuf| Path::new(&b.path).join(rel(p)).exists();
+        let on = |p: &PathBuf| on_brick(&b, p);
         for (what, p) in [
             ("deleted", &victim),
             ("deleted", &gone),
@@ -192,6 +186,13 @@ async fn cut_round(net: &GlusterNet, name: &str, target: &Path, round: usize, cu
     assert!(!victim.exists() && !gone.exists() && !moved.exists());
 }
 
+/// Whether brick `b` holds the file that `p` (a file at the mount's top) names.
+fn on_brick(b: &gk_gluster::Brick, p: &Path) -> bool {
+    Path::new(&b.path)
+        .join(p.file_name().expect("a file name"))
+        .exists()
+}
+
 /// Waits up to 60 s until the mount at `target` is connected to each of `name`'s three
 /// bricks, as its client translators report in the mount's `.meta` directory.
 async fn mount_connected(target: &Path, name: &str, round: usize) -> Duration {
@@ -200,18 +201,18 @@ async fn mount_connected(target: &Path, name: &str, round: usize) -> Duration {
         let states: Vec<String> = (0..3)
             .map(|i| {
                 let private = target.join(format!(".meta/graphs/active/{name}-client-{i}/private"));
+                // gluster's dump format: one "key = value" line per field.
                 std::fs::read_to_string(&private)
                     .map(|text| {
                         text.lines()
-                            .find(|l| l.trim_start().starts_with("connected"))
-                            .unwrap_or("no connected line")
-                            .to_string()
+                            .filter_map(|l| l.split_once(" = "))
+                            .find(|(k, _)| k.trim() == "connected")
+                            .map_or("no connected line".into(), |(_, v)| v.trim().to_string())
                     })
                     .unwrap_or_else(|e| format!("{}: {e}", private.display()))
             })
             .collect();
-        let up = |l: &String| l.split(['=', ':']).nth(1).map(str::trim) == Some("1");
-        if states.iter().all(up) {
+        if states.iter().all(|s| s == "1") {
             return started.elapsed();
         }
         assert!(
@@ -229,14 +230,7 @@ async fn healed(g: &Gluster<ProcessRunner>, name: &str, round: usize) {
     loop {
         let _ = g.heal_start(name).await;
         match g.heal_info_summary(name).await {
-            Ok(b)
-                if !b.is_empty()
-                    && b.iter().all(|b| {
-                        b.connected && b.pending == Some(0) && b.split_brain == Some(0)
-                    }) =>
-            {
-                break
-            }
+            Ok(b) if gk_gluster::all_healed(&b) => break,
             other => last = format!("{other:?}"),
         }
         assert!(

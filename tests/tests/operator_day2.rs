@@ -113,10 +113,7 @@ async fn gluster_healthy(net: &GlusterNet, volume: &str) {
             let g = net.gluster(0);
             let st = g.volume_status(volume).await.ok()?;
             let heal = g.heal_info_summary(volume).await.ok()?;
-            let healed = heal
-                .iter()
-                .all(|b| b.connected && b.pending == Some(0) && b.split_brain == Some(0));
-            (st.bricks.iter().all(|b| b.online) && healed).then_some(())
+            (st.bricks.iter().all(|b| b.online) && gk_gluster::all_healed(&heal)).then_some(())
         },
     )
     .await

@@ -19,7 +19,8 @@ use crate::Error;
 
 /// The volume's own options as gluster's CLI takes them: what admission cannot decide (a
 /// value starting with `--`, which gluster would read as a flag, say) is refused here, naming
-/// the option.
+/// the option; so are the options the operator decides (how PVs are sized) and one that would
+/// hang writers (trickling writes off).
 pub fn validate_own(gv: &GlusterVolume) -> Result<(), SpecError> {
     for (k, v) in &gv.spec.options {
         let checked =
@@ -31,12 +32,6 @@ pub fn validate_own(gv: &GlusterVolume) -> Result<(), SpecError> {
             });
         }
     }
-    Ok(())
-}
-
-/// The access-control options of `gv`'s volume on cluster `gc`.
-pub fn access(gv: &GlusterVolume, gc: &GlusterCluster) -> Result<Vec<(String, String)>, SpecError> {
-    validate_own(gv)?;
     if gv
         .spec
         .options
@@ -51,14 +46,7 @@ pub fn access(gv: &GlusterVolume, gc: &GlusterCluster) -> Result<Vec<(String, St
         });
     }
     let trickling = gv.spec.options.get(plan::profiles::TRICKLING_WRITES);
-    // Gluster reads a boolean from any of these.
-    let off = |v: &String| {
-        matches!(
-            v.to_ascii_lowercase().as_str(),
-            "off" | "no" | "false" | "disable" | "0"
-        )
-    };
-    if trickling.is_some_and(off) {
+    if trickling.is_some_and(|v| gk_gluster::parse_bool(v) == Some(false)) {
         return Err(SpecError {
             field: format!("spec.options.{}", plan::profiles::TRICKLING_WRITES),
             reason: "with trickling writes off, gluster 10.3's write-behind holds a write for \
@@ -68,6 +56,12 @@ pub fn access(gv: &GlusterVolume, gc: &GlusterCluster) -> Result<Vec<(String, St
                 .into(),
         });
     }
+    Ok(())
+}
+
+/// The access-control options of `gv`'s volume on cluster `gc`.
+pub fn access(gv: &GlusterVolume, gc: &GlusterCluster) -> Result<Vec<(String, String)>, SpecError> {
+    validate_own(gv)?;
     if let Some(k) = gv.spec.options.keys().find(|k| access::is_access_option(k)) {
         return Err(SpecError {
             field: format!("spec.options.{k}"),
