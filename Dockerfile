@@ -29,11 +29,20 @@ COPY tools/csi-node-registrar/ .
 RUN CGO_ENABLED=0 GOFLAGS="-buildvcs=false -mod=readonly" go build -trimpath -ldflags "-s -w" \
       -o /out/csi-node-registrar .
 
+# Gluster's translators we ship patched (gluster-patches/README.md), built from Debian's source
+# of the same glusterfs; /out holds them at the paths of Debian's own.
+FROM debian:bookworm-slim AS gluster-fix
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends glusterfs-common
+COPY gluster-patches/ /src/gluster-patches/
+RUN bash /src/gluster-patches/build.sh /out
+
 # The Debian layer every image but the registrar shares.
 FROM debian:bookworm-slim AS base
 RUN apt-get update \
  && apt-get install -y --no-install-recommends glusterfs-server glusterfs-client xfsprogs attr util-linux procps \
  && rm -rf /var/lib/apt/lists/*
+COPY --from=gluster-fix /out/ /
 LABEL org.opencontainers.image.source="glusterkube"
 
 FROM base AS brick

@@ -17,6 +17,21 @@ export CGO_ENABLED=0
 gk_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 gk_die() { gk_log "error: $*"; exit 1; }
 
+# gk_gluster_fix: the directory holding gluster's translators with our patches
+# (gluster-patches/README.md) at the paths Debian's package uses, built once per content of the
+# patches and their build script; prints it.
+gk_gluster_fix() {
+  local patches; patches=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../gluster-patches" && pwd)
+  local key; key=$(cat "$patches/build.sh" "$patches/"*.patch | sha256sum | cut -c1-16)
+  local dir="$GK_CACHE/gluster-fix/$key"
+  if [ ! -d "$dir" ]; then
+    rm -rf "$dir.tmp"
+    bash "$patches/build.sh" "$dir.tmp" >&2 || gk_die "building gluster's patched translators failed"
+    mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir"
+}
+
 # The PKI helpers below read the caller's $pki (CA and output directory), $state (where
 # kubeconfigs go) and $api_port.
 

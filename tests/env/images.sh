@@ -102,6 +102,16 @@ debian_layer() {
   cat "$rec"
 }
 
+# Gluster's translators we ship patched (gluster-patches/README.md), as a layer over the Debian
+# one: files at the paths of Debian's own, so the layer replaces them.
+gluster_fix_layer() {
+  local dir; dir=$(gk_gluster_fix)
+  local rec="$out/gluster-fix-$(basename "$dir").layer"
+  if [ -f "$rec" ] && [ -f "$layout/blobs/sha256/$(cut -d' ' -f1 "$rec")" ]; then cat "$rec"; return; fi
+  layer_from_dir "$dir" > "$rec"
+  cat "$rec"
+}
+
 cargo_bins() {
   local target=${CARGO_TARGET_DIR:-$GK_CACHE/cargo-target}
   local flag=""; [ "$profile" = release ] && flag=--release
@@ -173,21 +183,21 @@ check_built() {
 build() {
   if [ "${GK_IMAGES_BUILT:-}" = 1 ]; then check_built; return; fi
   mkdir -p "$out/tmp" "$layout/blobs/sha256"
-  local base; base=$(debian_layer)
+  local base fix; base=$(debian_layer); fix=$(gluster_fix_layer)
   cargo_bins
   # The whiteout removes geo-replication's gsyncd (Python), which the gluster CLI otherwise
   # starts on every run to learn whether geo-replication is installed; we do not offer it.
-  image brick '["/usr/local/bin/gk-brick-entrypoint"]' "$base" \
+  image brick '["/usr/local/bin/gk-brick-entrypoint"]' "$base" "$fix" \
     "$(top_layer brick "$bins/gk-agent:usr/local/bin/gk-agent" "$repo/brick-image/entrypoint.sh:usr/local/bin/gk-brick-entrypoint" "/dev/null:usr/lib/x86_64-linux-gnu/glusterfs/.wh.gsyncd")"
-  image csi '["/usr/local/bin/gk-csi"]' "$base" "$(top_layer csi "$bins/gk-csi:usr/local/bin/gk-csi")"
-  image operator '["/usr/local/bin/gk-operator"]' "$base" "$(top_layer operator "$bins/gk-operator:usr/local/bin/gk-operator")"
+  image csi '["/usr/local/bin/gk-csi"]' "$base" "$fix" "$(top_layer csi "$bins/gk-csi:usr/local/bin/gk-csi")"
+  image operator '["/usr/local/bin/gk-operator"]' "$base" "$fix" "$(top_layer operator "$bins/gk-operator:usr/local/bin/gk-operator")"
   local reg="$out/tmp/csi-node-registrar"
   (cd "$repo/tools/csi-node-registrar" && GOFLAGS="-buildvcs=false -mod=readonly" go build -trimpath -ldflags "-s -w" -o "$reg" .)
   image csi-node-registrar '["/csi-node-registrar"]' "$(top_layer csi-node-registrar "$reg:csi-node-registrar")"
   rm -f "$reg"
-  image csi-liveness '["/usr/local/bin/gk-csi-liveness"]' "$base" \
+  image csi-liveness '["/usr/local/bin/gk-csi-liveness"]' "$base" "$fix" \
     "$(top_layer csi-liveness "$bins/gk-csi-liveness:usr/local/bin/gk-csi-liveness")"
-  image workload '["/bin/sh"]' "$base"
+  image workload '["/bin/sh"]' "$base" "$fix"
   image pause '["/pause"]' "$(top_layer pause "$(pause_binary):pause")"
   local b
   b=$(gk_go_binary csi-provisioner "$provisioner_version" github.com/kubernetes-csi/external-provisioner/v5 cmd/csi-provisioner)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the real tools the tests need: Debian's gluster, etcd, xfsprogs, protoc, and for the
+# Installs the real tools the tests need: Debian's gluster (with our patched write-behind,
+# gluster-patches/), etcd, xfsprogs, protoc, and for the
 # local node (tests/env/node.sh) containerd, runc, the CNI plugins, iptables, socat and
 # debootstrap; tshark for the TLS test's packet capture; python3 for the agent test's stand-in
 # hung brick process; e2fsprogs for e2e's foreign (ext4) disk; csi-sanity, helm and promtool built from Go modules at pinned versions. Idempotent: a second run only checks.
@@ -40,6 +41,18 @@ if [ -z "$(dpkg-divert --list "$gsyncd")" ]; then
   dpkg-divert --local --rename --divert "$gsyncd.geo-replication-off" --add "$gsyncd" >/dev/null
 fi
 [ ! -e "$gsyncd" ] || gk_die "$gsyncd is still in place after its diversion"
+
+# Gluster's write-behind with our fix (gluster-patches/README.md) in place of the package's (a
+# dpkg diversion keeps Debian's copy beside it), so that the tests' and benches' own clients run
+# the translator the images ship.
+wb=$(dpkg -L glusterfs-common | grep '/xlator/performance/write-behind\.so$') \
+  || gk_die "glusterfs-common lists no write-behind.so"
+fixed="$(gk_gluster_fix)$wb"
+if [ -z "$(dpkg-divert --list "$wb")" ]; then
+  gk_log "setting Debian's write-behind aside (dpkg-divert) for the patched one"
+  dpkg-divert --local --rename --divert "$wb.debian" --add "$wb" >/dev/null
+fi
+cmp -s "$fixed" "$wb" || install -m 0644 "$fixed" "$wb"
 
 bin="$GK_CACHE/bin"
 mkdir -p "$bin"

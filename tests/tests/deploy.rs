@@ -447,6 +447,24 @@ fn dockerfile_matches_the_image_builder() {
             "target {image}: want {want} in\n{stage}"
         );
     }
+    // Both put gluster's patched translators (gluster-patches/) over the Debian layer, in
+    // every image that has it.
+    assert!(
+        dockerfile.contains("RUN bash /src/gluster-patches/build.sh /out")
+            && dockerfile.contains("COPY --from=gluster-fix /out/ /"),
+        "the Dockerfile's base stage lacks the patched translators"
+    );
+    let on_base: Vec<&str> = builder
+        .lines()
+        .filter(|l| l.trim_start().starts_with("image ") && l.contains("\"$base\""))
+        .collect();
+    assert_eq!(on_base.len(), 5, "{on_base:#?}");
+    for l in on_base {
+        assert!(
+            l.contains("\"$base\" \"$fix\""),
+            "no patched translators in: {l}"
+        );
+    }
 }
 
 #[test]
