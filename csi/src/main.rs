@@ -261,6 +261,15 @@ async fn node_service(cli: &Cli) -> anyhow::Result<NodeService> {
             .then(|| serde_json::from_str(&cli.mount_resources))
             .transpose()
             .context("--mount-resources must be Kubernetes resources as JSON")?;
+        // The mount pods' owner: its Node (drain then evicts them without --force).
+        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+        let node_uid = match nodes.get(&cli.node_id).await {
+            Ok(n) => n.metadata.uid,
+            Err(e) => {
+                tracing::warn!(node = %cli.node_id, error = %e, "cannot read this node's Node object (the chart's csi-node ClusterRole grants it); mount pods get no owner, and `kubectl drain` refuses them without --force");
+                None
+            }
+        };
         // The clients (and their certificate) are in the mount pods, not here.
         node.tls_dir = None;
         node.mount_pods = Some(gk_csi::node::mount_pods::MountPods {
@@ -276,6 +285,7 @@ async fn node_service(cli: &Cli) -> anyhow::Result<NodeService> {
                 .then(|| cli.mount_priority_class.clone()),
             resources,
             mount_timeout: std::time::Duration::from_secs(90),
+            node_uid,
         });
     }
     Ok(node)

@@ -1,8 +1,13 @@
 //! The process of a mount pod (`gk-csi --mode mount`): it keeps one gluster FUSE client
 //! serving the staging path. A client that dies is started again at once, after its dead
 //! mount is detached, so the volume is back without waiting for the kubelet's restart
-//! back-off; the node plugin's repair pass then binds the published targets again. On
-//! SIGTERM (the plugin deleted the pod at NodeUnstageVolume) the client stops and unmounts.
+//! back-off; the node plugin's repair pass then binds the published targets again.
+//!
+//! On SIGTERM it stops only once the plugin has released the volume (NodeUnstageVolume, or
+//! a removal of its own: [`release_marker`]): a pod evicted by `kubectl drain` goes on
+//! serving the applications that are shutting down beside it, until the last one is gone and
+//! the volume is unstaged. A client that stops meanwhile ends it too (nothing to keep), and
+//! the kubelet's grace period ([`crate::node::mount_pods::TERMINATION_GRACE`]) bounds it.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -12,7 +17,7 @@ use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::mount::{self, MountSource};
-use crate::node::mount_pods::MountSpec;
+use crate::node::mount_pods::{release_marker, MountSpec};
 
 /// Detaches whatever is mounted at `target` (a dead client's mount), if anything is.
 fn detach(target: &Path) {
@@ -38,6 +43,8 @@ pub async fn run(spec: MountSpec) -> anyhow::Result<()> {
         mount::foreground_client(&source, &spec.target, Path::new("-"), &spec.flags, spec.tls)
             .context("the mount spec")?;
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let released = release_marker(&spec.target);
+    let mut stopping = false;
     let mut pause = Duration::from_millis(100);
     loop {
         detach(&spec.target);
@@ -50,30 +57,49 @@ pub async fn run(spec: MountSpec) -> anyhow::Result<()> {
             .kill_on_drop(true)
             .spawn()
             .context("starting glusterfs")?;
-        tokio::select! {
-            status = child.wait() => {
-                tracing::warn!(status = ?status, target = %spec.target.display(), "the gluster client stopped; starting it again");
-                // A client that keeps failing at once (a volume that is gone, say) is retried
-                // more slowly; one that served a while is restarted at once.
-                pause = if started.elapsed() > Duration::from_secs(30) {
-                    Duration::from_millis(100)
-                } else {
-                    (pause * 2).min(Duration::from_secs(10))
-                };
-                tokio::time::sleep(pause).await;
-            }
-            _ = term.recv() => {
-                tracing::info!(target = %spec.target.display(), "stopping the gluster client");
-                if let Some(pid) = child.id() {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid as i32),
-                        nix::sys::signal::Signal::SIGTERM,
-                    );
+        loop {
+            tokio::select! {
+                status = child.wait() => {
+                    if stopping {
+                        tracing::info!(status = ?status, target = %spec.target.display(), "the gluster client stopped while this pod was stopping");
+                        detach(&spec.target);
+                        return Ok(());
+                    }
+                    tracing::warn!(status = ?status, target = %spec.target.display(), "the gluster client stopped; starting it again");
+                    // A client that keeps failing at once (a volume that is gone, say) is
+                    // retried more slowly; one that served a while is restarted at once.
+                    pause = if started.elapsed() > Duration::from_secs(30) {
+                        Duration::from_millis(100)
+                    } else {
+                        (pause * 2).min(Duration::from_secs(10))
+                    };
+                    tokio::time::sleep(pause).await;
+                    break;
                 }
-                let _ = tokio::time::timeout(Duration::from_secs(8), child.wait()).await;
-                detach(&spec.target);
-                return Ok(());
+                _ = term.recv(), if !stopping => {
+                    stopping = true;
+                    tracing::info!(target = %spec.target.display(), "asked to stop: serving until the node plugin releases the volume");
+                }
+                _ = tokio::time::sleep(Duration::from_millis(200)), if stopping => {
+                    if released.exists() {
+                        tracing::info!(target = %spec.target.display(), "released: stopping the gluster client");
+                        stop(&mut child).await;
+                        detach(&spec.target);
+                        return Ok(());
+                    }
+                }
             }
         }
     }
+}
+
+/// Stops the client (SIGTERM, at most 8 s; it unmounts as it goes).
+async fn stop(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(8), child.wait()).await;
 }

@@ -616,8 +616,9 @@ fn check_rbac(text: &str, release: &str, ns: &str) {
     let roles = roles(&objects);
     assert_eq!(
         roles.len(),
-        5,
-        "operator and CSI controller ClusterRoles, the two lease Roles, the mount pods' Role"
+        6,
+        "operator and CSI controller ClusterRoles, the two lease Roles, the mount pods' Role, \
+         the node plugin's ClusterRole (reading its Node)"
     );
     let mut rules = 0;
     for (role, subjects) in &roles {
@@ -746,17 +747,22 @@ fn check_rbac(text: &str, release: &str, ns: &str) {
     }
 
     // The node plugin may only make, read, list and delete pods (its mount pods) and publish
-    // Events (about mount pods it removed), in its own namespace; no ClusterRole binds it.
+    // Events (about mount pods it removed), in its own namespace, and read Nodes (its own,
+    // the mount pods' owner) and nothing else of the cluster.
     let node_sa = format!("{ns}/{full}-csi-node");
     for (role, subjects) in &roles {
         if !subjects.contains(&node_sa) {
             continue;
         }
-        assert_eq!(
-            role["kind"], "Role",
-            "{} binds the node SA",
-            role["metadata"]["name"]
-        );
+        if role["kind"] == "ClusterRole" {
+            assert_eq!(
+                role["rules"],
+                serde_json::json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]),
+                "{}",
+                role["metadata"]["name"]
+            );
+            continue;
+        }
         assert_eq!(role["metadata"]["namespace"], ns);
         for rule in role["rules"].as_array().unwrap() {
             let allowed: &[&str] = match strings(&rule["resources"]).as_slice() {

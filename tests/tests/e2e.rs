@@ -1265,6 +1265,110 @@ fn mount_pod_log(k: &Cluster, pv: &str) -> Option<String> {
     Some(format!("mount pod {name}, containers {states}:\n{logs}"))
 }
 
+/// `kubectl drain --ignore-daemonsets`, without `--force`, evicts a pod writing to a PV and
+/// the PV's mount pod together, as a drain does, and the writer keeps writing (4 KiB with
+/// fsync every 50 ms) through 10 s of its own graceful termination without a failed write:
+/// the mount pod (owned by its Node, so drain takes it) serves until the plugin unstages the
+/// volume after the writer is gone, then goes. The drain selects those two pods only: the
+/// other pods on gk-node-1 are this test's bare pods and the demo's, which a drain refuses
+/// without `--force`, and their mount pods, which would rightly wait for them.
+async fn drain_keeps_mounts_to_the_end(k: &Cluster) {
+    k.apply(&format!(
+        r#"apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: drained, namespace: {NS}}}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: glusterkube-demo
+  resources: {{requests: {{storage: 64Mi}}}}
+"#
+    ));
+    let pv = pvc_bound(k, "drained", Duration::from_secs(240)).await;
+    let writer = writer_pod(
+        "drain-writer",
+        "drained",
+        "t=0\n\
+         trap 't=$(date +%s); echo term' TERM\n\
+         i=0\n\
+         while :; do\n\
+         \x20 i=$((i+1))\n\
+         \x20 if dd if=/dev/zero of=/data/w bs=4k count=1 oflag=append conv=notrunc,fsync 2>/dev/null; \
+         then echo \"ok $i\"; else echo \"FAIL $i\"; fi\n\
+         \x20 if [ \"$t\" != 0 ] && [ $(( $(date +%s) - t )) -ge 10 ]; then echo done; exit 0; fi\n\
+         \x20 sleep 0.05\n\
+         done",
+    )
+    .replace(
+        "labels: {app: gk-e2e}",
+        "labels: {app: gk-e2e, e2e-drain: \"yes\"}",
+    )
+    .replace(
+        "terminationGracePeriodSeconds: 2",
+        "terminationGracePeriodSeconds: 30",
+    );
+    k.apply(&writer);
+    until(
+        "drain-writer writing",
+        Duration::from_secs(180),
+        Duration::from_secs(1),
+        || {
+            k.kubectl_ok(&["-n", NS, "logs", "drain-writer"])
+                .filter(|l| l.contains("ok 20"))
+                .map(|_| ())
+        },
+    )
+    .await;
+    let mount_pod = mount_pod_of(k, &pv).unwrap_or_else(|| panic!("no mount pod serves {pv}"));
+    let mount_pod = mount_pod["metadata"]["name"].as_str().unwrap().to_string();
+    k.kubectl(&[
+        "-n",
+        RELEASE_NS,
+        "label",
+        "pod",
+        &mount_pod,
+        "e2e-drain=yes",
+    ]);
+    let (drain, log) = std::thread::scope(|s| {
+        // Followed while it runs: an evicted pod's log goes with it.
+        let follow = s.spawn(|| k.kubectl_ok(&["-n", NS, "logs", "-f", "drain-writer"]));
+        let drain = k.cp.kubectl(&[
+            "drain",
+            "gk-node-1",
+            "--ignore-daemonsets",
+            "--pod-selector",
+            "e2e-drain=yes",
+            "--timeout",
+            "240s",
+        ]);
+        (drain, follow.join().unwrap().unwrap_or_default())
+    });
+    k.kubectl(&["uncordon", "gk-node-1"]);
+    let drain = drain.unwrap_or_else(|e| panic!("drain failed: {e}\nwriter: {log}"));
+    let after_term: Vec<&str> = log.lines().skip_while(|l| *l != "term").skip(1).collect();
+    assert!(
+        !log.contains("FAIL") && after_term.last() == Some(&"done"),
+        "the writer kept its volume through its graceful termination: {log}\ndrain: {drain}"
+    );
+    let written_after = after_term.iter().filter(|l| l.starts_with("ok ")).count();
+    assert!(
+        written_after >= 20,
+        "{written_after} writes in the 10 s after SIGTERM: {log}"
+    );
+    assert!(
+        mount_pod_of(k, &pv).is_none(),
+        "the mount pod went once the writer was gone (drain: {drain})"
+    );
+    eprintln!("e2e: drain: {written_after} writes after SIGTERM, none failed; mount pod gone");
+    k.kubectl(&["-n", NS, "delete", "pvc", "drained"]);
+    until(
+        "the drained PV deleted",
+        Duration::from_secs(180),
+        Duration::from_secs(1),
+        || k.kubectl_ok(&["get", "pv", &pv]).is_none().then_some(()),
+    )
+    .await;
+}
+
 /// A StorageClass `subDir` template names the PV's directory after its claim (the chart
 /// runs the provisioner with --extra-create-metadata).
 async fn subdir_template_names_the_directory(k: &Cluster) {
@@ -2191,6 +2295,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     snapshots_and_clones(&k).await;
     subdir_template_names_the_directory(&k).await;
     several_disks(&k).await;
+    drain_keeps_mounts_to_the_end(&k).await;
 
     // 4. Online expansion of the bound PVC.
     k.merge_patch(

@@ -69,6 +69,46 @@ pub struct MountPods {
     pub resources: Option<serde_json::Value>,
     /// How long NodeStageVolume waits for the client to mount.
     pub mount_timeout: Duration,
+    /// The uid of this node's Node object, the mount pods' owner: `kubectl drain` evicts a
+    /// pod with an owner (without `--force`), and they go with the Node. None when the plugin
+    /// could not read it (drain then refuses mount pods).
+    pub node_uid: Option<String>,
+}
+
+/// How long a mount pod asked to stop (evicted by a drain, deleted by hand) keeps serving
+/// while the volume is still staged: until the plugin unstages the volume (the last
+/// application using it on the node has stopped, [`release_marker`]) or its client stops,
+/// at most this long. Applications shutting down during a drain keep their files to the end.
+pub const TERMINATION_GRACE: Duration = Duration::from_secs(600);
+
+/// The file whose presence tells a mount pod that the plugin is done with the volume staged
+/// at `staging` (written before the plugin deletes the pod, removed before it makes one): a
+/// sibling of the staging path, in the kubelet's per-volume directory that the pod sees.
+pub fn release_marker(staging: &Path) -> PathBuf {
+    let mut name = staging
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "staging".into());
+    name.push(".released");
+    staging.with_file_name(name)
+}
+
+/// Tells the mount pod of `staging` that it may stop at once.
+pub(crate) fn release(staging: &Path) {
+    if let Err(e) = std::fs::write(release_marker(staging), b"") {
+        tracing::warn!(staging = %staging.display(), error = %e, "could not mark the volume released; its mount pod stops only when its grace period ends");
+    }
+}
+
+/// Withdraws a release left by an earlier unstage, before a pod is made to serve `staging`.
+fn unrelease(staging: &Path) {
+    match std::fs::remove_file(release_marker(staging)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            tracing::warn!(staging = %staging.display(), error = %e, "could not remove an old release mark; a drain may stop this volume's mount pod early");
+        }
+    }
 }
 
 /// The files of a gluster certificate, as gluster reads them from OpenSSL's directory.
@@ -143,7 +183,7 @@ impl MountPods {
             "dnsPolicy": "ClusterFirstWithHostNet",
             "automountServiceAccountToken": false,
             "restartPolicy": "Always",
-            "terminationGracePeriodSeconds": 10,
+            "terminationGracePeriodSeconds": TERMINATION_GRACE.as_secs(),
             // Wherever the node plugin runs, its mounts must run too.
             "tolerations": [{"operator": "Exists"}],
             "containers": [container],
@@ -159,11 +199,20 @@ impl MountPods {
                 .map(|name| json!({"name": name}))
                 .collect();
         }
+        let owners: Vec<serde_json::Value> = self
+            .node_uid
+            .iter()
+            .map(|uid| {
+                json!({"apiVersion": "v1", "kind": "Node", "name": self.node, "uid": uid,
+                       "controller": true, "blockOwnerDeletion": false})
+            })
+            .collect();
         serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
                 "name": pod_name(&self.node, &v.volume_id),
                 "namespace": self.namespace,
+                "ownerReferences": owners,
                 "labels": {
                     "app.kubernetes.io/name": "glusterkube",
                     MOUNT_POD_LABEL.0: MOUNT_POD_LABEL.1,
@@ -188,6 +237,7 @@ impl MountPods {
         let pod = self.pod(v)?;
         let name = pod_name(&self.node, &v.volume_id);
         for _ in 0..2 {
+            unrelease(&v.staging);
             match self.api().create(&PostParams::default(), &pod).await {
                 Ok(_) => {
                     tracing::info!(volume_id = %v.volume_id, pod = %name, "made mount pod");
@@ -222,7 +272,7 @@ impl MountPods {
                 return Ok(());
             }
             tracing::warn!(volume_id = %v.volume_id, pod = %name, "the mount pod mounts something else and serves nothing; replacing it");
-            self.remove(&v.volume_id).await?;
+            self.remove(&v.volume_id, &v.staging).await?;
         }
         Err(Status::unavailable(format!(
             "mount pod {name} of {} was made by another request meanwhile; the kubelet will call again",
@@ -264,10 +314,11 @@ impl MountPods {
         }
     }
 
-    /// Deletes the mount pod of `volume_id` and waits until it is gone (its client unmounts
-    /// as it stops).
-    pub async fn remove(&self, volume_id: &str) -> Result<(), Status> {
+    /// Deletes the mount pod of `volume_id`, staged at `staging`, and waits until it is gone
+    /// (released first, so it stops at once; its client unmounts as it stops).
+    pub async fn remove(&self, volume_id: &str, staging: &Path) -> Result<(), Status> {
         let name = pod_name(&self.node, volume_id);
+        release(staging);
         match self.api().delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
@@ -335,7 +386,27 @@ mod tests {
             priority_class: Some("system-node-critical".into()),
             resources: None,
             mount_timeout: Duration::from_secs(60),
+            node_uid: Some("0f9c2e3a-node-uid".into()),
         }
+    }
+
+    #[test]
+    fn the_release_mark_sits_beside_the_staging_path() {
+        assert_eq!(
+            release_marker(Path::new(
+                "/var/lib/kubelet/plugins/kubernetes.io/csi/d/abc/globalmount"
+            )),
+            PathBuf::from("/var/lib/kubelet/plugins/kubernetes.io/csi/d/abc/globalmount.released")
+        );
+        let dir = std::env::temp_dir().join(format!("gk-release-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("globalmount")).unwrap();
+        let staging = dir.join("globalmount");
+        unrelease(&staging); // nothing to withdraw: fine
+        release(&staging);
+        assert!(release_marker(&staging).exists());
+        unrelease(&staging);
+        assert!(!release_marker(&staging).exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test]
@@ -347,6 +418,16 @@ mod tests {
             pod_name("n1", "subdir/storage/pool/pvc-1")
         );
         assert_eq!(v["spec"]["nodeName"], "n1");
+        // Owned by its Node: drain evicts it without --force, and it goes with the Node.
+        assert_eq!(
+            v["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "v1", "kind": "Node", "name": "n1",
+                    "uid": "0f9c2e3a-node-uid", "controller": true, "blockOwnerDeletion": false}])
+        );
+        assert_eq!(
+            v["spec"]["terminationGracePeriodSeconds"],
+            TERMINATION_GRACE.as_secs()
+        );
         assert_eq!(v["spec"]["priorityClassName"], "system-node-critical");
         assert_eq!(v["spec"]["imagePullSecrets"], json!([{"name": "regcred"}]));
         let c = &v["spec"]["containers"][0];
@@ -391,6 +472,15 @@ mod tests {
         };
         let v = serde_json::to_value(p.pod(&io_only).unwrap()).unwrap();
         assert!(v.to_string().contains("legacy-pool"));
+        // Without the Node's uid, no owner (drain then needs --force for it).
+        let unowned = MountPods {
+            node_uid: None,
+            ..pods().await
+        };
+        let v = serde_json::to_value(unowned.pod(&staged(true)).unwrap()).unwrap();
+        assert!(v["metadata"]["ownerReferences"]
+            .as_array()
+            .is_none_or(|o| o.is_empty()));
         // One pod per volume and node.
         assert_ne!(pod_name("n1", "a"), pod_name("n2", "a"));
         assert_ne!(pod_name("n1", "a"), pod_name("n1", "b"));

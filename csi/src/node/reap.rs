@@ -193,6 +193,11 @@ impl NodeService {
                 continue;
             };
             tracing::warn!(pod = %f.name, volume_id = %volume, reason = removal.reason, note = %removal.note, "removing a mount pod");
+            // Released first (at the path it serves): a pod asked to stop otherwise serves
+            // until its volume is unstaged.
+            if let Some(staging) = f.staging.as_ref().or(at.as_ref()) {
+                super::mount_pods::release(staging);
+            }
             if let Err(e) = remove(pods, &f.name).await {
                 done.failed.push(format!("{}: {e}", f.name));
                 continue;

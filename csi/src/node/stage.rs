@@ -79,7 +79,7 @@ impl NodeService {
                 if let Err(e) = pods.mount(&record).await {
                     // Nothing is left of a stage that did not mount: no pod restarting for
                     // ever, no record for the repair pass to make one again from.
-                    if let Err(gone) = pods.remove(&req.volume_id).await {
+                    if let Err(gone) = pods.remove(&req.volume_id, &record.staging).await {
                         tracing::warn!(volume_id = %req.volume_id, error = %gone.message(), "removing the mount pod of a failed stage");
                     } else if record.targets.is_empty() {
                         let _ = self.state.remove(&req.volume_id);
@@ -110,8 +110,10 @@ impl NodeService {
         tracing::info!(volume_id = %req.volume_id, "NodeUnstageVolume");
         // The mount pod's client unmounts as it stops; what is left is detached below.
         let recorded = self.state.load(&req.volume_id).ok().flatten();
-        if let (Some(pods), Some(_)) = (&self.mount_pods, recorded.and_then(|r| r.mount_pod)) {
-            pods.remove(&req.volume_id).await?;
+        if let (Some(pods), Some(r)) = (&self.mount_pods, recorded) {
+            if r.mount_pod.is_some() {
+                pods.remove(&req.volume_id, &r.staging).await?;
+            }
         }
         mount::unmount(&staging).map_err(mount_err)?;
         self.state
