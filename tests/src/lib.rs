@@ -60,6 +60,35 @@ pub fn test_data(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Writes `block` `times` times to a new file `path` below `mountpoint` and syncs it, in a
+/// thread of its own, and returns what that returned. A writer not done within `limit` is
+/// hung in the gluster client serving `mountpoint`: the client is killed (so the writer and
+/// the test can end) and this panics saying `what` hung.
+pub fn write_guarded(
+    mountpoint: &std::path::Path,
+    path: std::path::PathBuf,
+    block: Vec<u8>,
+    times: usize,
+    limit: std::time::Duration,
+    what: &str,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let result = std::fs::File::create(&path).and_then(|mut f| {
+            for _ in 0..times {
+                f.write_all(&block)?;
+            }
+            f.sync_all()
+        });
+        let _ = done.send(result);
+    });
+    outcome.recv_timeout(limit).unwrap_or_else(|_| {
+        kill_fuse_client(mountpoint);
+        panic!("{what} hung for {limit:?}")
+    })
+}
+
 /// Kills the gluster FUSE client serving `mountpoint` (as a dying plugin container would
 /// take it down) and waits until the mount answers ENOTCONN. Panics if either fails.
 pub fn kill_fuse_client(mountpoint: &std::path::Path) {

@@ -364,6 +364,20 @@ fn writer_pod(name: &str, claim: &str, script: &str) -> String {
     workload_pod(name, &[(claim, "/data")], script)
 }
 
+/// A ReadWriteMany claim `name` in the demo's namespace of `class`, asking for `size`.
+fn rwx_claim(name: &str, class: &str, size: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: {name}, namespace: {NS}}}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: {class}
+  resources: {{requests: {{storage: {size}}}}}
+"#
+    )
+}
+
 /// A pod of the workload image on gk-node-1 running `script`, with each claim mounted at
 /// its path.
 fn workload_pod(name: &str, claims: &[(&str, &str)], script: &str) -> String {
@@ -692,23 +706,15 @@ fn mount_pod_of(k: &Cluster, pv: &str) -> Option<Value> {
 /// the gluster client of the subdirectory PV killed with SIGKILL, and a brick pod's link cut.
 /// Returns what the writer saw during each.
 async fn mounts_never_drop(k: &Cluster) -> Vec<EventReport> {
-    k.apply(&format!(
+    k.apply(&(format!(
         r#"apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata: {{name: gk-e2e-dedicated}}
 provisioner: gluster.glusterkube.dev
 parameters: {{mode: dedicated, cluster: {NS}/demo, type: Disperse, disperseData: "2", disperseRedundancy: "1", brickCount: "3"}}
 reclaimPolicy: Delete
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: dedicated, namespace: {NS}}}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: gk-e2e-dedicated
-  resources: {{requests: {{storage: 1Gi}}}}
 "#
-    ));
+    ) + &rwx_claim("dedicated", "gk-e2e-dedicated", "1Gi")));
     pvc_bound(k, "dedicated", Duration::from_secs(240)).await;
     let script = r#"loop() {
   mkdir -p "$2"; i=0; ok=0; failed=0; last=$(date +%s%3N)
@@ -863,16 +869,7 @@ loop subdir /data/steady & loop dedicated /ded/steady & wait"#;
         kept_image, old_image,
         "the running mount pod was left alone"
     );
-    k.apply(&format!(
-        r#"apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: fresh, namespace: {NS}}}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: glusterkube-demo
-  resources: {{requests: {{storage: 1Gi}}}}
-"#
-    ));
+    k.apply(&rwx_claim("fresh", "glusterkube-demo", "1Gi"));
     k.apply(&writer_pod(
         "fresh-reader",
         "fresh",
@@ -1273,16 +1270,7 @@ fn mount_pod_log(k: &Cluster, pv: &str) -> Option<String> {
 /// other pods on gk-node-1 are this test's bare pods and the demo's, which a drain refuses
 /// without `--force`, and their mount pods, which would rightly wait for them.
 async fn drain_keeps_mounts_to_the_end(k: &Cluster) {
-    k.apply(&format!(
-        r#"apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: drained, namespace: {NS}}}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: glusterkube-demo
-  resources: {{requests: {{storage: 64Mi}}}}
-"#
-    ));
+    k.apply(&rwx_claim("drained", "glusterkube-demo", "64Mi"));
     let pv = pvc_bound(k, "drained", Duration::from_secs(240)).await;
     let writer = writer_pod(
         "drain-writer",
@@ -1372,23 +1360,17 @@ spec:
 /// A StorageClass `subDir` template names the PV's directory after its claim (the chart
 /// runs the provisioner with --extra-create-metadata).
 async fn subdir_template_names_the_directory(k: &Cluster) {
-    k.apply(&format!(
-        r#"apiVersion: storage.k8s.io/v1
+    k.apply(
+        &(format!(
+            r#"apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata: {{name: gk-e2e-templated}}
 provisioner: gluster.glusterkube.dev
 parameters: {{pool: {NS}/pool, subDir: "${{pvc.metadata.namespace}}-${{pvc.metadata.name}}"}}
 reclaimPolicy: Delete
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: templated, namespace: {NS}}}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: gk-e2e-templated
-  resources: {{requests: {{storage: 64Mi}}}}
 "#
-    ));
+        ) + &rwx_claim("templated", "gk-e2e-templated", "64Mi")),
+    );
     pvc_bound(k, "templated", Duration::from_secs(120)).await;
     let pv = k.kubectl(&[
         "-n",
@@ -1548,7 +1530,7 @@ spec:
     assert_eq!(kept.unwrap(), "not gluster's");
 
     // 700Mi of replica 3 needs five bricks of ~490 MiB, so two whole sets: six bricks.
-    k.apply(&format!(
+    k.apply(&(format!(
         r#"apiVersion: glusterkube.dev/v1alpha1
 kind: GlusterVolume
 metadata: {{name: spread, namespace: {NS}}}
@@ -1560,16 +1542,8 @@ metadata: {{name: gk-e2e-disks}}
 provisioner: gluster.glusterkube.dev
 parameters: {{pool: {NS}/spread}}
 reclaimPolicy: Delete
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: on-disks, namespace: {NS}}}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: gk-e2e-disks
-  resources: {{requests: {{storage: 64Mi}}}}
 "#
-    ));
+    ) + &rwx_claim("on-disks", "gk-e2e-disks", "64Mi")));
     let vol = until(
         "GlusterVolume spread Ready with 6/6 bricks",
         Duration::from_secs(300),
@@ -1680,18 +1654,7 @@ spec:
 /// of it, a PVC restored from it and a PVC cloned from the source; the source deleted, and a
 /// second restore made after that. A pod checks every file's checksum in all three.
 async fn snapshots_and_clones(k: &Cluster) {
-    let claim = |name: &str, source: &str| {
-        format!(
-            r#"apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: {name}, namespace: {NS}}}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: glusterkube-demo
-  resources: {{requests: {{storage: 256Mi}}}}
-{source}"#
-        )
-    };
+    let claim = |name: &str, source: &str| rwx_claim(name, "glusterkube-demo", "256Mi") + source;
     let bound = |name| pvc_bound(k, name, Duration::from_secs(300));
     k.apply(&claim("snap-src", ""));
     bound("snap-src").await;
@@ -2355,16 +2318,7 @@ parameters: {{pool: {NS}/pool}}
 reclaimPolicy: Retain
 "#
     ));
-    k.apply(&format!(
-        r#"apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: kept, namespace: {NS}}}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: gk-e2e-retain
-  resources: {{requests: {{storage: 1Gi}}}}
-"#
-    ));
+    k.apply(&rwx_claim("kept", "gk-e2e-retain", "1Gi"));
     pvc_bound(&k, "kept", Duration::from_secs(240)).await;
     let volumes_with_dedicated = k.json(&["-n", NS, "get", "glustervolumes"]);
     let dedicated_pv = pv_of(&k, "dedicated");

@@ -447,25 +447,15 @@ async fn day_two_operations_on_real_glusterd() {
     g.quota_limit_usage("r3", "/pv2", 10 * MIB as u64, None)
         .await
         .unwrap();
-    let fill = target.join("pv2/fill");
-    let (done, outcome) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let chunk = data(8, MIB);
-        let result = std::fs::File::create(&fill).and_then(|mut f| {
-            for _ in 0..30 {
-                f.write_all(&chunk)?;
-            }
-            f.sync_all()
-        });
-        let _ = done.send(result);
-    });
-    let result = outcome
-        .recv_timeout(Duration::from_secs(90))
-        .unwrap_or_else(|_| {
-            gk_testenv::kill_fuse_client(&target);
-            panic!("a writer past its quota with the Database profile's options hung for 90 s")
-        });
-    let failure = result.expect_err("30 MiB written under a 10 MiB quota");
+    let failure = gk_testenv::write_guarded(
+        &target,
+        target.join("pv2/fill"),
+        data(8, MIB),
+        30,
+        Duration::from_secs(90),
+        "a writer past its quota with the Database profile's options",
+    )
+    .expect_err("30 MiB written under a 10 MiB quota");
     assert_eq!(failure.raw_os_error(), Some(EDQUOT), "{failure}");
     g.quota_remove("r3", "/pv2").await.unwrap();
     std::fs::remove_dir_all(target.join("pv2")).unwrap();

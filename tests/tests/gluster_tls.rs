@@ -495,25 +495,15 @@ async fn writers_filling_a_quota_keep_their_client(
         g.quota_limit_usage(volume, &format!("/{dir}"), 20 * MIB as u64, Some(1))
             .await
             .unwrap();
-        let fill = target.join(&dir).join("fill");
-        let (done, outcome) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let block = data(round as u64, 4096);
-            let result = std::fs::File::create(&fill).and_then(|mut f| {
-                for _ in 0..(40 * MIB / block.len()) {
-                    f.write_all(&block)?;
-                }
-                f.sync_all()
-            });
-            let _ = done.send(result);
-        });
-        let result = outcome
-            .recv_timeout(Duration::from_secs(90))
-            .unwrap_or_else(|_| {
-                gk_testenv::kill_fuse_client(target);
-                panic!("round {round}: a writer past its quota hung for 90 s")
-            });
-        let failure = result.expect_err("40 MiB written under a 20 MiB quota");
+        let failure = gk_testenv::write_guarded(
+            target,
+            target.join(&dir).join("fill"),
+            data(round as u64, 4096),
+            40 * MIB / 4096,
+            Duration::from_secs(90),
+            &format!("round {round}: a writer past its quota"),
+        )
+        .expect_err("40 MiB written under a 20 MiB quota");
         assert_eq!(
             (failure.raw_os_error(), mount::fuse_client_pid(target)),
             (Some(EDQUOT), Some(pid)),

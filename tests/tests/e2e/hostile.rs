@@ -14,7 +14,9 @@ use csi_proto::v1 as csi;
 use tonic::transport::Channel;
 use tonic::Code;
 
-use super::{mount_pod_of, pv_of, pvc_bound, release_pods, until, Cluster, NS, RELEASE_NS};
+use super::{
+    mount_pod_of, pv_of, pvc_bound, release_pods, rwx_claim, until, Cluster, NS, RELEASE_NS,
+};
 
 const DRIVER: &str = "gluster.glusterkube.dev";
 const KUBELET: &str = "/var/lib/kubelet";
@@ -151,16 +153,7 @@ pub async fn hostile_node_requests(k: &Cluster) {
         .to_string();
     orphan_mount_pod(k, &image);
 
-    k.apply(&format!(
-        r#"apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: hostile, namespace: {NS}}}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: glusterkube-demo
-  resources: {{requests: {{storage: 64Mi}}}}
-"#
-    ));
+    k.apply(&rwx_claim("hostile", "glusterkube-demo", "64Mi"));
     let pv = pvc_bound(k, "hostile", Duration::from_secs(120)).await;
     let pv_json = k.json(&["get", "pv", &pv]);
     let volume_id = pv_json["spec"]["csi"]["volumeHandle"]
