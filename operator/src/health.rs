@@ -40,25 +40,37 @@ impl Health {
     }
 
     /// What /healthz answers now.
-    pub fn verdict(&self, now: Instant) -> Result<(), String> {
+    pub fn verdict(&self, now: Instant) -> Result<(), WatchesStalled> {
         verdict(&self.state.lock().expect("health lock"), now)
     }
 }
 
+/// Why /healthz fails: the watches have kept failing; the message says what failed and what
+/// to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the operator's watches have failed for {seconds} s (latest: {latest}); it sees no \
+     changes to GlusterClusters, GlusterVolumes or their pods. Restarting it; if this \
+     repeats, check its RBAC and its connection to the API server"
+)]
+pub struct WatchesStalled {
+    pub seconds: u64,
+    /// The latest error, with the controller that saw it.
+    pub latest: String,
+}
+
 /// Unhealthy when the current run of watch errors started [`FAILING_FOR`] ago and its latest
-/// error is less than [`RECOVERED_AFTER`] old; the message says what failed and what to do.
-pub fn verdict(state: &WatchState, now: Instant) -> Result<(), String> {
+/// error is less than [`RECOVERED_AFTER`] old.
+pub fn verdict(state: &WatchState, now: Instant) -> Result<(), WatchesStalled> {
     match &state.failing {
         Some((first, last, error))
             if now.duration_since(*first) >= FAILING_FOR
                 && now.duration_since(*last) < RECOVERED_AFTER =>
         {
-            Err(format!(
-                "the operator's watches have failed for {} s (latest: {error}); it sees no \
-                 changes to GlusterClusters, GlusterVolumes or their pods. Restarting it; if \
-                 this repeats, check its RBAC and its connection to the API server",
-                now.duration_since(*first).as_secs()
-            ))
+            Err(WatchesStalled {
+                seconds: now.duration_since(*first).as_secs(),
+                latest: error.clone(),
+            })
         }
         _ => Ok(()),
     }
@@ -87,8 +99,11 @@ mod tests {
         }
         h.watch_failed("GlusterVolume", "403 Forbidden", t);
         let why = h.verdict(t).unwrap_err();
-        assert!(why.contains("GlusterVolume: 403 Forbidden"), "{why}");
-        assert!(why.contains("RBAC"), "{why}");
+        assert_eq!(why.latest, "GlusterVolume: 403 Forbidden");
+        assert_eq!(why.seconds, FAILING_FOR.as_secs());
+        let said = why.to_string();
+        assert!(said.contains("GlusterVolume: 403 Forbidden"), "{said}");
+        assert!(said.contains("RBAC"), "{said}");
         // A delivered object ends the run.
         h.delivered();
         assert_eq!(h.verdict(t), Ok(()));

@@ -112,7 +112,7 @@ async fn main() -> anyhow::Result<()> {
             axum::routing::get(move || async move {
                 match health.verdict(std::time::Instant::now()) {
                     Ok(()) => (axum::http::StatusCode::OK, "ok".to_string()),
-                    Err(why) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, why),
+                    Err(why) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, why.to_string()),
                 }
             }),
         );

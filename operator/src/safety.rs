@@ -6,42 +6,53 @@ use gk_agent_proto::v1::{Volume, VolumeRequest};
 use gk_api::agents::NodeAgent;
 use tonic::Code;
 
+use crate::plan::NotSafe;
 use crate::Error;
 
 /// Ok when `vol`'s bricks are all online and nothing waits for heal; Err says what is not.
 /// An agent that cannot answer the status or heal query is "not yet", not a failure.
-pub async fn check(anchor: &mut NodeAgent, vol: &Volume) -> Result<(), String> {
+pub async fn check(anchor: &mut NodeAgent, vol: &Volume) -> Result<(), NotSafe> {
     let name = &vol.name;
     let req = || VolumeRequest { name: name.clone() };
     let st = match anchor.client.volume_status(req()).await {
         Ok(r) => r.into_inner(),
-        Err(s) => return Err(format!("status of volume {name}: {}", s.message())),
+        Err(s) => {
+            return Err(NotSafe::Status {
+                volume: name.clone(),
+                message: s.message().to_string(),
+            })
+        }
     };
-    let offline: Vec<&str> = vol
+    let offline: Vec<String> = vol
         .bricks
         .iter()
         .filter(|b| !st.bricks.iter().any(|s| &s.brick == *b && s.online))
-        .map(String::as_str)
+        .cloned()
         .collect();
     if !offline.is_empty() {
-        return Err(format!(
-            "volume {name} has {} of {} bricks offline: {}",
-            offline.len(),
-            vol.bricks.len(),
-            offline.join(", ")
-        ));
+        return Err(NotSafe::BricksOffline {
+            volume: name.clone(),
+            offline,
+            total: vol.bricks.len(),
+        });
     }
     if crate::plan::layout_of(vol).set_size() > 1 {
         match anchor.client.heal_info(req()).await {
             Ok(h) if h.get_ref().pending_total == 0 && h.get_ref().split_brain_total == 0 => {}
             Ok(h) => {
                 let h = h.into_inner();
-                return Err(format!(
-                    "volume {name} has {} entries to heal and {} in split-brain",
-                    h.pending_total, h.split_brain_total
-                ));
+                return Err(NotSafe::Healing {
+                    volume: name.clone(),
+                    pending: h.pending_total,
+                    split_brain: h.split_brain_total,
+                });
             }
-            Err(s) => return Err(format!("heal info of volume {name}: {}", s.message())),
+            Err(s) => {
+                return Err(NotSafe::HealInfo {
+                    volume: name.clone(),
+                    message: s.message().to_string(),
+                })
+            }
         }
     }
     Ok(())
@@ -52,7 +63,7 @@ pub async fn check(anchor: &mut NodeAgent, vol: &Volume) -> Result<(), String> {
 pub async fn check_all(
     anchor: &mut NodeAgent,
     names: &[String],
-) -> Result<Result<(), String>, Error> {
+) -> Result<Result<(), NotSafe>, Error> {
     for name in names {
         let info = match anchor
             .client

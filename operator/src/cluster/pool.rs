@@ -74,17 +74,23 @@ pub async fn form(up: &mut Vec<NodeAgent>) -> Result<Vec<Peer>, Error> {
 /// take a while to be reconnected (its address changed, and peers re-resolve its name only
 /// when DNS caches expire); until then management operations fail on the nodes that do not
 /// see it. Err says which.
-pub async fn all_connected(up: &mut [NodeAgent]) -> Result<(), String> {
+pub async fn all_connected(up: &mut [NodeAgent]) -> Result<(), crate::plan::NotSafe> {
+    use crate::plan::NotSafe;
     for a in up.iter_mut() {
         let peers = match a.client.peer_status(PeerStatusRequest {}).await {
             Ok(r) => r.into_inner().peers,
-            Err(s) => return Err(format!("peer status on {}: {}", a.node, s.message())),
+            Err(s) => {
+                return Err(NotSafe::PeerStatus {
+                    node: a.node.clone(),
+                    message: s.message().to_string(),
+                })
+            }
         };
         if let Some(p) = peers.iter().find(|p| !p.connected) {
-            return Err(format!(
-                "glusterd on {} does not see peer {} connected yet",
-                a.node, p.hostname
-            ));
+            return Err(NotSafe::PeerDisconnected {
+                node: a.node.clone(),
+                peer: p.hostname.clone(),
+            });
         }
     }
     Ok(())

@@ -116,7 +116,7 @@ pub async fn run(
         .any(|(_, p)| p.as_ref().is_some_and(|p| !p.current));
     let safe = match (outdated, up.is_empty()) {
         (false, _) => Ok(()),
-        (true, true) => Err("no brick agent answers".to_string()),
+        (true, true) => Err(crate::plan::NotSafe::NoAgent),
         (true, false) => match super::pool::all_connected(up).await {
             Ok(()) => {
                 let names: Vec<String> = volumes.iter().map(|v| v.gluster_name()).collect();

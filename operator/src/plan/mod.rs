@@ -25,7 +25,7 @@ pub use migration::{
 pub use node::{DiskSlot, NodeSlot};
 pub use placement::{bricks, replacements, resize, Resize};
 pub use profiles::{options, options_at_create, profile_of};
-pub use rollout::{rollout_step, BrickPod, RolloutStep};
+pub use rollout::{rollout_step, BrickPod, NotSafe, RolloutStep};
 pub use settle::{after_check, lookup_optimize, Check, CHECK_RUNS, LOOKUP_OPTIMIZE};
 pub use size::{size_bricks, wanted_bricks, MAX_BRICKS};
 

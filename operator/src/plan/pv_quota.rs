@@ -29,11 +29,30 @@ pub const MOVING: &str = "moving to the bricks' project quotas: each PV's gluste
 /// One node's answer to a move step, or why it gave none.
 pub type MoveAnswer<'a> = (&'a str, Result<PvQuotaMoveResponse, String>);
 
+/// What a move waits for before gluster's quota can go off; the status says it after
+/// [`MOVING`]. Each clears by itself as the nodes take their steps; one that lasts names the
+/// node (and its agent's own reason) to look at.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MoveWait {
+    #[error("waiting for {node}'s agent to answer")]
+    AgentDown { node: String },
+    #[error("{node} did not take the step: {why}")]
+    StepFailed { node: String, why: String },
+    #[error("on {node}, {why}")]
+    NotEnforced { node: String, why: String },
+    #[error("{node}'s bricks enforce {enforced} of their {want} PV directories")]
+    Short {
+        node: String,
+        enforced: u32,
+        want: u32,
+    },
+}
+
 /// Whether a move can finish (gluster's quota turned off): every node answered, and on each
 /// every PV directory of every brick enforces its size. `Err` says what it waits for.
-pub fn move_verdict(answers: &[MoveAnswer], down: &[String]) -> Result<(), String> {
+pub fn move_verdict(answers: &[MoveAnswer], down: &[String]) -> Result<(), MoveWait> {
     if let Some(node) = down.first() {
-        return Err(format!("waiting for {node}'s agent to answer"));
+        return Err(MoveWait::AgentDown { node: node.clone() });
     }
     let pvs = answers
         .iter()
@@ -41,18 +60,23 @@ pub fn move_verdict(answers: &[MoveAnswer], down: &[String]) -> Result<(), Strin
         .max()
         .unwrap_or(0);
     for (node, answer) in answers {
-        let a = answer
-            .as_ref()
-            .map_err(|why| format!("{node} did not take the step: {why}"))?;
+        let a = answer.as_ref().map_err(|why| MoveWait::StepFailed {
+            node: node.to_string(),
+            why: why.clone(),
+        })?;
         if let Some(why) = a.not_enforced_here.first() {
-            return Err(format!("on {node}, {why}"));
+            return Err(MoveWait::NotEnforced {
+                node: node.to_string(),
+                why: why.clone(),
+            });
         }
         let want = pvs * a.bricks_here;
         if a.enforced_here < want {
-            return Err(format!(
-                "{node}'s bricks enforce {} of their {want} PV directories",
-                a.enforced_here
-            ));
+            return Err(MoveWait::Short {
+                node: node.to_string(),
+                enforced: a.enforced_here,
+                want,
+            });
         }
     }
     Ok(())
@@ -386,21 +410,27 @@ mod tests {
         ];
         assert_eq!(move_verdict(&done, &[]), Ok(()));
         let e = move_verdict(&done, &["c".to_string()]).unwrap_err();
-        assert!(e.contains("c's agent"), "{e}");
+        assert_eq!(e, MoveWait::AgentDown { node: "c".into() });
+        assert_eq!(e.to_string(), "waiting for c's agent to answer");
         let short = [("a", Ok(answer(1, 4, &[]))), ("b", Ok(answer(2, 5, &[])))];
         let e = move_verdict(&short, &[]).unwrap_err();
-        assert!(e.contains("b's bricks enforce 5 of their 8"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "b's bricks enforce 5 of their 8 PV directories"
+        );
         let failed = [(
             "a",
             Ok(answer(1, 3, &["/b/pool/1/pvc-1: xfs_quota failed"])),
         )];
-        assert!(move_verdict(&failed, &[])
-            .unwrap_err()
-            .contains("xfs_quota failed"));
+        assert_eq!(
+            move_verdict(&failed, &[]).unwrap_err().to_string(),
+            "on a, /b/pool/1/pvc-1: xfs_quota failed"
+        );
         let refused = [("a", Err("unavailable".to_string()))];
-        assert!(move_verdict(&refused, &[])
-            .unwrap_err()
-            .contains("a did not take"));
+        assert_eq!(
+            move_verdict(&refused, &[]).unwrap_err().to_string(),
+            "a did not take the step: unavailable"
+        );
     }
 
     #[test]

@@ -21,6 +21,35 @@ pub enum RolloutStep {
     Wait(String),
 }
 
+/// Why the data is not safe to disturb yet: a rolling restart or a resize waits, and says
+/// this in the resource's status. Each clears by itself (a brick back, a heal done, a peer
+/// reconnected); one that lasts points at the node or volume to look at.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotSafe {
+    #[error("no brick agent answers")]
+    NoAgent,
+    #[error("peer status on {node}: {message}")]
+    PeerStatus { node: String, message: String },
+    #[error("glusterd on {node} does not see peer {peer} connected yet")]
+    PeerDisconnected { node: String, peer: String },
+    #[error("status of volume {volume}: {message}")]
+    Status { volume: String, message: String },
+    #[error("volume {volume} has {} of {total} bricks offline: {}", .offline.len(), .offline.join(", "))]
+    BricksOffline {
+        volume: String,
+        offline: Vec<String>,
+        total: usize,
+    },
+    #[error("volume {volume} has {pending} entries to heal and {split_brain} in split-brain")]
+    Healing {
+        volume: String,
+        pending: u64,
+        split_brain: u64,
+    },
+    #[error("heal info of volume {volume}: {message}")]
+    HealInfo { volume: String, message: String },
+}
+
 /// One pod at a time, in spec order, and only while every pod serves and the data is safe
 /// (`data_safe` is Err with the reason when a brick is offline or heal is pending).
 /// `pods` holds one entry per storage node; `None` is a pod that does not exist (yet).
@@ -31,7 +60,7 @@ pub enum RolloutStep {
 /// serve would wait for ever.
 pub fn rollout_step(
     pods: &[(String, Option<BrickPod>)],
-    data_safe: Result<(), String>,
+    data_safe: Result<(), NotSafe>,
 ) -> RolloutStep {
     let stuck = pods
         .iter()
@@ -58,13 +87,21 @@ pub fn rollout_step(
     };
     match data_safe {
         Ok(()) => RolloutStep::Restart(next),
-        Err(why) => RolloutStep::Wait(why),
+        Err(why) => RolloutStep::Wait(why.to_string()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn healing() -> NotSafe {
+        NotSafe::Healing {
+            volume: "pool".into(),
+            pending: 3,
+            split_brain: 0,
+        }
+    }
 
     #[test]
     fn rollout_restarts_one_pod_at_a_time_and_only_when_data_is_safe() {
@@ -88,7 +125,7 @@ mod tests {
         );
         // Done even when data is unsafe: nothing left to restart.
         assert_eq!(
-            rollout_step(&all(true, true, true), Err("heal".into())),
+            rollout_step(&all(true, true, true), Err(healing())),
             RolloutStep::Done
         );
         assert_eq!(
@@ -100,8 +137,8 @@ mod tests {
             RolloutStep::Restart("p2".into())
         );
         assert_eq!(
-            rollout_step(&all(true, false, false), Err("3 entries to heal".into())),
-            RolloutStep::Wait("3 entries to heal".into())
+            rollout_step(&all(true, false, false), Err(healing())),
+            RolloutStep::Wait("volume pool has 3 entries to heal and 0 in split-brain".into())
         );
         let mut restarting = all(true, false, false);
         restarting[0].1 = pod("p1", true, false);
@@ -120,7 +157,7 @@ mod tests {
         let mut stuck = all(true, true, false);
         stuck[2].1 = pod("p3", false, false);
         assert_eq!(
-            rollout_step(&stuck, Err("brick p3 offline".into())),
+            rollout_step(&stuck, Err(healing())),
             RolloutStep::Restart("p3".into())
         );
         // Once restarted on the current template it is waited for like any other.

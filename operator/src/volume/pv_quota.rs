@@ -36,12 +36,12 @@ pub async fn step(agents: &mut [NodeAgent], down: &[NodeDown], name: &str) -> Pv
         .iter()
         .map(|(n, a)| (n.as_str(), a.clone()))
         .collect();
-    let moving = |why: String| PvQuotaStatus {
+    let moving = |why: &dyn std::fmt::Display| PvQuotaStatus {
         enforcement: PvQuotaEnforcement::Gluster,
         reason: format!("{}; now {why}", plan::pv_quota::MOVING),
     };
     if let Err(why) = plan::pv_quota::move_verdict(&borrowed, &down) {
-        return moving(why);
+        return moving(&why);
     }
     let pvs = borrowed
         .iter()
@@ -66,8 +66,8 @@ pub async fn step(agents: &mut [NodeAgent], down: &[NodeDown], name: &str) -> Pv
                 ),
             }
         }
-        Ok(_) => moving("gluster's quota is still on after the last step; tried again".into()),
-        Err(s) => moving(format!(
+        Ok(_) => moving(&"gluster's quota is still on after the last step; tried again"),
+        Err(s) => moving(&format!(
             "turning gluster's quota off failed: {}",
             s.message()
         )),
