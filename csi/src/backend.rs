@@ -181,6 +181,21 @@ impl PoolResolver for StaticPools {
     }
 }
 
+/// Why a PV's directory is not yet held to its size: CreateVolume or ControllerExpandVolume
+/// answers UNAVAILABLE with it, and the provisioner or resizer retries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotHeld {
+    #[error("made, but not every brick limits it to its size: {}; retried", .0.join("; "))]
+    Refused(Vec<String>),
+    #[error("no brick limits it to its size yet; retried")]
+    Nowhere,
+    #[error(
+        "only {held} of the {bricks} bricks that hold it limit it to its size yet (the other \
+         nodes' agents did not answer); retried"
+    )]
+    Minority { held: usize, bricks: usize },
+}
+
 /// Whether a PV's directory is held to its size: no node refused to enforce it, and more
 /// than half of the bricks that hold it do (so a replicated write past the size fails even
 /// while the rest catch up at their agents' next pass). `Err` says why not.
@@ -188,29 +203,25 @@ fn enforced_enough(
     enforced: &BTreeSet<String>,
     bricks: &BTreeSet<String>,
     failed: &[String],
-) -> Result<(), String> {
+) -> Result<(), NotHeld> {
     if !failed.is_empty() {
-        return Err(format!(
-            "made, but not every brick limits it to its size: {}; retried",
-            failed.join("; ")
-        ));
+        return Err(NotHeld::Refused(failed.to_vec()));
     }
     // No other node could be asked (a resolver that knows one agent): the answering node's
     // bricks hold it, the others' agents catch up at their next pass.
     if bricks.is_empty() {
         return if enforced.is_empty() {
-            Err("no brick limits it to its size yet; retried".into())
+            Err(NotHeld::Nowhere)
         } else {
             Ok(())
         };
     }
     let held = bricks.intersection(enforced).count();
     if held * 2 <= bricks.len() {
-        return Err(format!(
-            "only {held} of the {} bricks that hold it limit it to its size yet (the other \
-             nodes' agents did not answer); retried",
-            bricks.len()
-        ));
+        return Err(NotHeld::Minority {
+            held,
+            bricks: bricks.len(),
+        });
     }
     Ok(())
 }
@@ -557,10 +568,18 @@ mod tests {
             Ok(())
         );
         let e = enforced_enough(&set(&["a:/b/1"]), &all, &[]).unwrap_err();
-        assert!(e.contains("only 1 of the 3 bricks"), "{e}");
+        assert_eq!(e, NotHeld::Minority { held: 1, bricks: 3 });
+        assert!(e.to_string().contains("only 1 of the 3 bricks"), "{e}");
         // No node answered the fan-out: only the answering node's own brick is known.
         assert!(enforced_enough(&set(&["a:/b/1"]), &BTreeSet::new(), &[]).is_ok());
         let e = enforced_enough(&all, &all, &["node b: xfs_quota failed".into()]).unwrap_err();
-        assert!(e.contains("xfs_quota failed"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "made, but not every brick limits it to its size: node b: xfs_quota failed; retried"
+        );
+        assert_eq!(
+            enforced_enough(&BTreeSet::new(), &BTreeSet::new(), &[]),
+            Err(NotHeld::Nowhere)
+        );
     }
 }

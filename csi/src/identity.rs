@@ -12,9 +12,29 @@ use crate::DRIVER_NAME;
 
 type Reply<T> = Result<Response<T>, Status>;
 
+/// Why the plugin counts as wedged: Probe fails with it (UNAVAILABLE), and the liveness
+/// probe restarts the plugin.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Wedged {
+    #[error("the state directory {} takes no write: {error}", .dir.display())]
+    StateDir {
+        dir: std::path::PathBuf,
+        error: String,
+    },
+    #[error("reading the plugin's mount table: {error}")]
+    MountTable { error: String },
+    #[error("a FUSE mount covers the plugin's own {}; restart the plugin", .dir.display())]
+    Covered { dir: std::path::PathBuf },
+    #[error("{}: {error}", .dir.display())]
+    Unreadable {
+        dir: std::path::PathBuf,
+        error: String,
+    },
+}
+
 /// A check that the plugin is not wedged (its own files answer); blocking, run on a thread of
 /// its own under [`LIVENESS_TIMEOUT`].
-pub type Liveness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+pub type Liveness = Arc<dyn Fn() -> Result<(), Wedged> + Send + Sync>;
 
 /// How long the liveness check may take before the plugin counts as wedged.
 pub const LIVENESS_TIMEOUT: Duration = Duration::from_secs(5);
@@ -90,7 +110,7 @@ impl csi::identity_server::Identity for IdentityService {
             .await;
             match answered {
                 Ok(Ok(Ok(()))) => {}
-                Ok(Ok(Err(why))) => return Err(Status::unavailable(why)),
+                Ok(Ok(Err(why))) => return Err(Status::unavailable(why.to_string())),
                 Ok(Err(e)) => return Err(Status::internal(format!("liveness check: {e}"))),
                 Err(_) => {
                     return Err(Status::unavailable(format!(
@@ -122,9 +142,12 @@ mod tests {
         let r = ok.probe(Request::new(csi::ProbeRequest {})).await.unwrap();
         assert_eq!(r.into_inner().ready, Some(true));
 
-        let broken = service(Arc::new(
-            || Err("the state directory takes no write".into()),
-        ));
+        let broken = service(Arc::new(|| {
+            Err(Wedged::StateDir {
+                dir: "/var/lib/glusterkube-csi".into(),
+                error: "Read-only file system".into(),
+            })
+        }));
         let e = broken
             .probe(Request::new(csi::ProbeRequest {}))
             .await

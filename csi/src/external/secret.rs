@@ -137,7 +137,7 @@ impl ExternalPool {
              host:port (port 24050 when none is given)",
         )?
         .split(',')
-        .map(|a| agent_address(a.trim()).map_err(|e| bad("data.agents", e)))
+        .map(|a| agent_address(a.trim()).map_err(|e| bad("data.agents", e.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
         let server_name = required(
             "agentServerName",
@@ -233,20 +233,35 @@ fn valid_host(h: &str) -> bool {
         })
 }
 
+/// What is wrong with an agent's address in an external pool's Secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentAddressError {
+    #[error("{address:?}: {port:?} is not a port")]
+    Port { address: String, port: String },
+    #[error("{address:?}: {host:?} is not a hostname or IPv4 address")]
+    Host { address: String, host: String },
+}
+
 /// `host` or `host:port`.
-fn agent_address(a: &str) -> Result<(String, u16), String> {
+fn agent_address(a: &str) -> Result<(String, u16), AgentAddressError> {
     let (host, port) = match a.rsplit_once(':') {
         Some((h, p)) => (
             h,
             p.parse::<u16>()
                 .ok()
                 .filter(|p| *p > 0)
-                .ok_or_else(|| format!("{a:?}: {p:?} is not a port"))?,
+                .ok_or_else(|| AgentAddressError::Port {
+                    address: a.to_string(),
+                    port: p.to_string(),
+                })?,
         ),
         None => (a, DEFAULT_AGENT_PORT),
     };
     if !valid_host(host) {
-        return Err(format!("{a:?}: {host:?} is not a hostname or IPv4 address"));
+        return Err(AgentAddressError::Host {
+            address: a.to_string(),
+            host: host.to_string(),
+        });
     }
     Ok((host.to_string(), port))
 }

@@ -130,17 +130,16 @@ impl NodeService {
     /// Whether this plugin's own files answer: its state directory takes a write, and no
     /// FUSE mount covers the directories it runs from. Blocking; a hung mount makes it hang,
     /// which the caller's timeout turns into a failed liveness probe.
-    pub fn self_check(&self) -> Result<(), String> {
+    pub fn self_check(&self) -> Result<(), crate::identity::Wedged> {
+        use crate::identity::Wedged;
         let probe = self.dir.join(".liveness");
         std::fs::create_dir_all(&self.dir)
             .and_then(|()| std::fs::write(&probe, b"ok"))
             .and_then(|()| std::fs::File::open(&probe)?.sync_all())
             .and_then(|()| std::fs::remove_file(&probe))
-            .map_err(|e| {
-                format!(
-                    "the state directory {} takes no write: {e}",
-                    self.dir.display()
-                )
+            .map_err(|e| Wedged::StateDir {
+                dir: self.dir.clone(),
+                error: e.to_string(),
             })?;
         let own: Vec<PathBuf> = ["/", "/etc", "/usr", "/bin", "/lib"]
             .into_iter()
@@ -148,18 +147,22 @@ impl NodeService {
             .chain(self.tls_dir.clone())
             .chain(std::iter::once(self.dir.clone()))
             .collect();
-        let table = mount::reattach::own_mounts().map_err(|e| e.to_string())?;
+        let table = mount::reattach::own_mounts().map_err(|e| Wedged::MountTable {
+            error: e.to_string(),
+        })?;
         if let Some(m) = table
             .iter()
             .find(|m| m.fs_type.starts_with("fuse") && own.contains(&m.mount_point))
         {
-            return Err(format!(
-                "a FUSE mount covers the plugin's own {}; restart the plugin",
-                m.mount_point.display()
-            ));
+            return Err(Wedged::Covered {
+                dir: m.mount_point.clone(),
+            });
         }
         for p in &own {
-            nix::sys::statvfs::statvfs(p.as_path()).map_err(|e| format!("{}: {e}", p.display()))?;
+            nix::sys::statvfs::statvfs(p.as_path()).map_err(|e| Wedged::Unreadable {
+                dir: p.clone(),
+                error: e.to_string(),
+            })?;
         }
         Ok(())
     }
@@ -276,6 +279,7 @@ mod tests {
         std::fs::write(&file, b"x").unwrap();
         let broken = NodeService::new("n".into(), Mounter::default(), file.join("state"));
         let e = broken.self_check().unwrap_err();
-        assert!(e.contains("takes no write"), "{e}");
+        assert!(matches!(e, crate::identity::Wedged::StateDir { .. }), "{e}");
+        assert!(e.to_string().contains("takes no write"), "{e}");
     }
 }
