@@ -23,18 +23,27 @@ pub const ANNOTATION_NODE: &str = "glusterkube.dev/node";
 pub const BRICK_POD_SELECTOR: &str = "app.kubernetes.io/name=glusterkube-brick";
 pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=glusterkube-operator";
 
+/// A name that is not a DNS subdomain, which the API requires of the object it names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name:?} is not a {kind} name (a DNS subdomain, such as {example})")]
+pub struct NameError {
+    pub name: String,
+    pub kind: &'static str,
+    pub example: &'static str,
+}
+
 /// A Secret name given on a command line: a DNS subdomain (lower-case letters, digits, '-'
 /// and '.'), as the API requires.
-pub fn secret_name(s: &str) -> Result<String, String> {
+pub fn secret_name(s: &str) -> Result<String, NameError> {
     object_name("Secret", "regcred", s)
 }
 
 /// A Lease name given on a command line, checked as [`secret_name`] is.
-pub fn lease_name(s: &str) -> Result<String, String> {
+pub fn lease_name(s: &str) -> Result<String, NameError> {
     object_name("Lease", "glusterkube-operator", s)
 }
 
-fn object_name(kind: &str, example: &str, s: &str) -> Result<String, String> {
+fn object_name(kind: &'static str, example: &'static str, s: &str) -> Result<String, NameError> {
     let ok = !s.is_empty()
         && s.len() <= 253
         && s.split('.').all(|label| {
@@ -49,9 +58,11 @@ fn object_name(kind: &str, example: &str, s: &str) -> Result<String, String> {
     if ok {
         Ok(s.to_string())
     } else {
-        Err(format!(
-            "{s:?} is not a {kind} name (a DNS subdomain, such as {example})"
-        ))
+        Err(NameError {
+            name: s.to_string(),
+            kind,
+            example,
+        })
     }
 }
 
@@ -138,11 +149,17 @@ mod tests {
         assert_eq!(lease_name("gk.operator-1").unwrap(), "gk.operator-1");
         for bad in ["", "Upper", "-lead", "a..b", "under_score"] {
             assert!(
-                secret_name(bad).unwrap_err().contains("not a Secret name"),
+                secret_name(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("not a Secret name"),
                 "{bad}"
             );
             assert!(
-                lease_name(bad).unwrap_err().contains("not a Lease name"),
+                lease_name(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("not a Lease name"),
                 "{bad}"
             );
         }

@@ -146,7 +146,7 @@ impl DesiredVolume {
     }
 
     /// Whether an existing gluster volume has this layout and these bricks, in order.
-    pub fn matches(&self, v: &Volume) -> Result<(), String> {
+    pub fn matches(&self, v: &Volume) -> Result<(), Mismatch> {
         let layout_ok = match self.layout {
             VolumeLayout::Distribute => v.replica_count <= 1 && v.disperse_count == 0,
             VolumeLayout::Replicate { replica } => {
@@ -158,10 +158,18 @@ impl DesiredVolume {
             }
         };
         if !layout_ok {
-            return Err(format!(
-                "volume {} exists as {} (replica {}, arbiter {}, disperse {}, redundancy {}), not as requested {:?}",
-                v.name, v.type_name, v.replica_count, v.arbiter_count, v.disperse_count, v.redundancy_count, self.layout
-            ));
+            return Err(Mismatch::Layout {
+                volume: v.name.clone(),
+                exists_as: format!(
+                    "{} (replica {}, arbiter {}, disperse {}, redundancy {})",
+                    v.type_name,
+                    v.replica_count,
+                    v.arbiter_count,
+                    v.disperse_count,
+                    v.redundancy_count
+                ),
+                requested: self.layout,
+            });
         }
         let have: Vec<&Brick> = v.bricks.iter().map(|b| &b.brick).collect();
         let want: Vec<&Brick> = self.bricks.iter().collect();
@@ -172,15 +180,32 @@ impl DesiredVolume {
                     .collect::<Vec<_>>()
                     .join(" ")
             };
-            return Err(format!(
-                "volume {} exists with bricks [{}], not the requested [{}]",
-                v.name,
-                show(&have),
-                show(&want)
-            ));
+            return Err(Mismatch::Bricks {
+                volume: v.name.clone(),
+                have: show(&have),
+                want: show(&want),
+            });
         }
         Ok(())
     }
+}
+
+/// How an existing gluster volume differs from the one asked for (a create of a name that
+/// exists otherwise: the caller picks another name or deletes the old volume).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Mismatch {
+    #[error("volume {volume} exists as {exists_as}, not as requested {requested:?}")]
+    Layout {
+        volume: String,
+        exists_as: String,
+        requested: VolumeLayout,
+    },
+    #[error("volume {volume} exists with bricks [{have}], not the requested [{want}]")]
+    Bricks {
+        volume: String,
+        have: String,
+        want: String,
+    },
 }
 
 #[cfg(test)]

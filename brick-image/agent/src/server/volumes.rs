@@ -131,7 +131,8 @@ impl<R: CommandRunner + 'static> Agent<R> {
         start: bool,
     ) -> Result<Volume, AgentError> {
         if let Some(existing) = self.gluster.volume_info(&want.name).await? {
-            want.matches(&existing).map_err(AgentError::Conflict)?;
+            want.matches(&existing)
+                .map_err(|m| AgentError::Conflict(m.to_string()))?;
             tracing::info!(volume = %want.name, "volume exists as requested");
             self.converge(want, &existing, start).await?;
             return self.info(&want.name).await;

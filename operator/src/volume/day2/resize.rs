@@ -377,13 +377,27 @@ fn append(r: &mut ResizeStatus, why: &str) {
     }
 }
 
+/// A shrink that would not fit: what the removed bricks may hold against the room left on
+/// the others (a tenth of it kept spare).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the bricks being removed hold up to {} and the remaining bricks have {} free (keeping a \
+     tenth spare); add space or keep the bricks",
+    human_bytes(*.moving),
+    human_bytes(*.room)
+)]
+struct DoesNotFit {
+    moving: u64,
+    room: u64,
+}
+
 /// Whether the data on the bricks being removed fits in the free space of the rest; Err
 /// says how much does not.
 fn fits(
     vol: &AgentVolume,
     st: &gk_agent_proto::v1::VolumeStatusResponse,
     removed: &[Brick],
-) -> Result<(), String> {
+) -> Result<(), DoesNotFit> {
     let layout = layout_of(vol);
     let set = layout.set_size() as usize;
     let data = u64::from(layout.data_bricks());
@@ -406,12 +420,7 @@ fn fits(
         }
     }
     if moving > room / 10 * 9 {
-        return Err(format!(
-            "the bricks being removed hold up to {} and the remaining bricks have {} free \
-             (keeping a tenth spare); add space or keep the bricks",
-            human_bytes(moving),
-            human_bytes(room)
-        ));
+        return Err(DoesNotFit { moving, room });
     }
     Ok(())
 }
@@ -628,7 +637,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let e = fits(&vol, &tight, &removed).unwrap_err();
+        let e = fits(&vol, &tight, &removed).unwrap_err().to_string();
         assert!(e.contains("hold up to 50") && e.contains("30 free"), "{e}");
     }
 }
