@@ -20,7 +20,7 @@ pub enum Error {
     #[error("{0}")]
     Agents(#[from] AgentsError),
     #[error("waiting: {0}")]
-    NotReady(String),
+    NotReady(#[from] Waiting),
     #[error("deletion blocked: {0}")]
     DeletionBlocked(String),
     #[error("finalizer: {0}")]
@@ -30,6 +30,43 @@ pub enum Error {
          (the chart's operator ClusterRole grants it)"
     )]
     Zone { node: String, source: kube::Error },
+}
+
+/// What a reconcile waits for; it is retried soon. Each says what it waits for and, where
+/// the wait is the user's to end, what to check.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Waiting {
+    #[error("GlusterCluster {cluster} does not exist in namespace {namespace}")]
+    ClusterNotFound { cluster: String, namespace: String },
+    #[error("no brick agent of cluster {cluster} answers yet")]
+    NoAgent { cluster: String },
+    #[error("no brick agent of cluster {cluster} answers; cannot delete {volume}")]
+    NoAgentToDelete { cluster: String, volume: String },
+    #[error("no other brick agent answers")]
+    NoOtherAgent,
+    #[error("waiting for every storage node to place bricks: {down}")]
+    NodesDown { down: String },
+    #[error("volume {volume} vanished")]
+    VolumeVanished { volume: String },
+    #[error(
+        "gluster refused the access option {key}={value}: {reason}; until it is set the \
+         volume may be mountable by clients it should refuse. Check the GlusterCluster's tls \
+         and clientNetworks"
+    )]
+    AccessRefused {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    #[error(
+        "gluster refused {key}=off on volume {volume} ({reason}); no files are moved until \
+         lookups search every set"
+    )]
+    LookupsNotWide {
+        key: String,
+        volume: String,
+        reason: String,
+    },
 }
 
 impl Error {

@@ -225,7 +225,10 @@ mod tests {
             assert_eq!((f.reason, f.needs_person), (reason, person), "{e}");
             assert!(f.message.contains(says), "{reason}: {}", f.message);
         }
-        assert_eq!(classify(&Error::NotReady("x".into())), None);
+        assert_eq!(
+            classify(&Error::NotReady(crate::Waiting::NoOtherAgent)),
+            None
+        );
         assert_eq!(classify(&Error::DeletionBlocked("x".into())), None);
     }
 

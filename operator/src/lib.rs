@@ -34,7 +34,7 @@ pub mod single_flight;
 pub mod tls;
 pub mod volume;
 
-pub use error::Error;
+pub use error::{Error, Waiting};
 pub use gk_api::crd;
 pub use run::run;
 

@@ -15,7 +15,7 @@ use super::lookup::{cluster_of, info};
 use super::record::set_status;
 use super::{status, users};
 use crate::context::Context;
-use crate::Error;
+use crate::{Error, Waiting};
 
 pub async fn run(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
     let name = gv.gluster_name();
@@ -56,10 +56,11 @@ pub async fn run(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
             tracing::info!(volume = %name, "never created in gluster; nothing to delete");
             return Ok(Action::await_change());
         }
-        return Err(Error::NotReady(format!(
-            "no brick agent of cluster {} answers; cannot delete {name}",
-            gc.name_any()
-        )));
+        return Err(Waiting::NoAgentToDelete {
+            cluster: gc.name_any(),
+            volume: name.to_string(),
+        }
+        .into());
     };
     let Some(vol) = info(anchor, &name).await? else {
         return Ok(Action::await_change());

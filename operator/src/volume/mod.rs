@@ -32,7 +32,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 
 use crate::context::Context;
-use crate::Error;
+use crate::{Error, Waiting};
 use lookup::{cluster_of, info};
 use record::set_status;
 
@@ -69,18 +69,18 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
     let name = gv.gluster_name();
     let keep = gv.status.clone().unwrap_or_default();
     let Some(gc) = cluster_of(ctx, gv).await? else {
-        let msg = format!(
-            "GlusterCluster {} does not exist in namespace {ns}",
-            gv.spec.cluster
-        );
+        let wait = Waiting::ClusterNotFound {
+            cluster: gv.spec.cluster.clone(),
+            namespace: ns.to_string(),
+        };
         set_status(
             ctx,
             gv,
             keep,
-            &status::waiting("ClusterNotFound", msg.clone()),
+            &status::waiting("ClusterNotFound", wait.to_string()),
         )
         .await?;
-        return Err(Error::NotReady(msg));
+        return Err(wait.into());
     };
     // Read-only: certificates are issued by the cluster reconcile alone.
     let (mut agents, down) = ctx
@@ -88,15 +88,17 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
         .discover(&ctx.client, &gc, None, Asked::Recently)
         .await?;
     if agents.is_empty() {
-        let msg = format!("no brick agent of cluster {} answers yet", gc.name_any());
+        let wait = Waiting::NoAgent {
+            cluster: gc.name_any(),
+        };
         set_status(
             ctx,
             gv,
             keep,
-            &status::waiting("WaitingForCluster", msg.clone()),
+            &status::waiting("WaitingForCluster", wait.to_string()),
         )
         .await?;
-        return Err(Error::NotReady(msg));
+        return Err(wait.into());
     }
 
     // Who may mount: set with the volume's creation (before its bricks first start, as
@@ -138,18 +140,17 @@ async fn apply(gv: &GlusterVolume, ctx: &Context) -> Result<Action, Error> {
     match &existing {
         None => {
             if !down.is_empty() {
-                let msg = format!(
-                    "waiting for every storage node to place bricks: {}",
-                    describe_down(&down)
-                );
+                let wait = Waiting::NodesDown {
+                    down: describe_down(&down),
+                };
                 set_status(
                     ctx,
                     gv,
                     keep,
-                    &status::waiting("WaitingForNodes", msg.clone()),
+                    &status::waiting("WaitingForNodes", wait.to_string()),
                 )
                 .await?;
-                return Err(Error::NotReady(msg));
+                return Err(wait.into());
             }
             create::run(ctx, gv, &gc, &name, &mut agents, &access).await?;
             pv_quota = info(&mut agents[0], &name)

@@ -15,7 +15,7 @@ use super::status;
 use crate::context::Context;
 use crate::plan::{self, SpecError};
 use crate::tls::access;
-use crate::Error;
+use crate::{Error, Waiting};
 
 /// The volume's own options as gluster's CLI takes them: what admission cannot decide (a
 /// value starting with `--`, which gluster would read as a flag, say) is refused here, naming
@@ -172,9 +172,11 @@ pub async fn apply(
             .into_inner(),
         Err(_) => {
             tracing::warn!(volume = %name, node = %anchor.node, "setting options did not finish in time; status is written without them");
-            let volume = super::lookup::info(anchor, name)
-                .await?
-                .ok_or_else(|| Error::NotReady(format!("volume {name} vanished")))?;
+            let volume = super::lookup::info(anchor, name).await?.ok_or_else(|| {
+                Waiting::VolumeVanished {
+                    volume: name.to_string(),
+                }
+            })?;
             gk_agent_proto::v1::VolumeSetResponse {
                 rejected: not_set_in_time(&options, &volume.options, &anchor.node),
                 volume: Some(volume),
@@ -186,19 +188,24 @@ pub async fn apply(
         .iter()
         .find(|r| access::is_access_option(&r.key))
     {
-        let msg = format!(
-            "gluster refused the access option {}={}: {}; until it is set the volume may be \
-             mountable by clients it should refuse. Check the GlusterCluster's tls and \
-             clientNetworks",
-            r.key, r.value, r.reason
-        );
+        let wait = Waiting::AccessRefused {
+            key: r.key.clone(),
+            value: r.value.clone(),
+            reason: r.reason.clone(),
+        };
         let keep = gv.status.clone().unwrap_or_default();
-        set_status(ctx, gv, keep, &status::access_not_enforced(msg.clone())).await?;
-        return Err(Error::NotReady(msg));
+        set_status(
+            ctx,
+            gv,
+            keep,
+            &status::access_not_enforced(wait.to_string()),
+        )
+        .await?;
+        return Err(wait.into());
     }
-    let volume = set
-        .volume
-        .ok_or_else(|| Error::NotReady(format!("volume {name} vanished")))?;
+    let volume = set.volume.ok_or_else(|| Waiting::VolumeVanished {
+        volume: name.to_string(),
+    })?;
     Ok(Applied {
         rejected: set.rejected,
         volume,

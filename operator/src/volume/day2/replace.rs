@@ -11,7 +11,7 @@ use gk_api::crd::{GlusterCluster, GlusterVolume};
 use super::state::{parse_bricks, Day2};
 use crate::context::Context;
 use crate::plan::{self, layout_of, NodeSlot};
-use crate::{events, Error};
+use crate::{events, Error, Waiting};
 
 /// Replaces every brick on a node named in spec.replacements. Returns whether any brick
 /// was replaced. The old bricks' directories are left alone (and listed as retired).
@@ -92,7 +92,7 @@ pub async fn run(
         let anchor = agents
             .iter_mut()
             .find(|a| a.address != old.host)
-            .ok_or_else(|| Error::NotReady("no other brick agent answers".into()))?;
+            .ok_or(Waiting::NoOtherAgent)?;
         tracing::info!(volume = %vol.name, %old, %new, "replacing brick");
         out.retired.push(old.to_string());
         anchor

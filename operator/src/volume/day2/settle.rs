@@ -12,7 +12,7 @@ use super::runs::{self, totals};
 use super::state;
 use crate::context::Context;
 use crate::plan::{self, Check, Migration};
-use crate::Error;
+use crate::{Error, Waiting};
 
 /// Makes lookups of volume `name` search every set (`cluster.lookup-optimize off`) before
 /// gluster starts moving files, so none can vanish from clients while they move.
@@ -27,11 +27,12 @@ pub async fn lookups_everywhere(anchor: &mut NodeAgent, name: &str) -> Result<()
         .map_err(|s| Error::agent(&anchor.node, s))?
         .into_inner();
     if let Some(r) = set.rejected.first() {
-        return Err(Error::NotReady(format!(
-            "gluster refused {}=off on volume {name} ({}); no files are moved until lookups \
-             search every set",
-            r.key, r.reason
-        )));
+        return Err(Waiting::LookupsNotWide {
+            key: r.key.clone(),
+            volume: name.to_string(),
+            reason: r.reason.clone(),
+        }
+        .into());
     }
     Ok(())
 }
