@@ -85,6 +85,9 @@ pub async fn run(spec: MountSpec) -> anyhow::Result<()> {
                         tracing::info!(target = %spec.target.display(), "released: stopping the gluster client");
                         stop(&mut child).await;
                         detach(&spec.target);
+                        // Ours, in the kubelet's directory of the volume, which the kubelet
+                        // removes after NodeUnstageVolume only when nothing else is in it.
+                        let _ = std::fs::remove_file(&released);
                         return Ok(());
                     }
                 }

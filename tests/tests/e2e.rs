@@ -1346,6 +1346,16 @@ async fn drain_keeps_mounts_to_the_end(k: &Cluster) {
         mount_pod_of(k, &pv).is_none(),
         "the mount pod went once the writer was gone (drain: {drain})"
     );
+    // The release mark is gone too: the kubelet removes the volume's directory after
+    // NodeUnstageVolume only when nothing else is in it.
+    let left = host(
+        "sh",
+        &[
+            "-c",
+            "find /var/lib/kubelet/plugins/kubernetes.io/csi -name '*.released' 2>/dev/null; true",
+        ],
+    );
+    assert!(left.trim().is_empty(), "release marks left behind: {left}");
     eprintln!("e2e: drain: {written_after} writes after SIGTERM, none failed; mount pod gone");
     k.kubectl(&["-n", NS, "delete", "pvc", "drained"]);
     until(

@@ -100,8 +100,10 @@ pub(crate) fn release(staging: &Path) {
     }
 }
 
-/// Withdraws a release left by an earlier unstage, before a pod is made to serve `staging`.
-fn unrelease(staging: &Path) {
+/// Withdraws a release: before a pod is made to serve `staging`, and once the pod is gone (the
+/// kubelet removes the staging path's directory after NodeUnstageVolume, and fails to while a
+/// file of ours is in it).
+pub(crate) fn unrelease(staging: &Path) {
     match std::fs::remove_file(release_marker(staging)) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -315,10 +317,19 @@ impl MountPods {
     }
 
     /// Deletes the mount pod of `volume_id`, staged at `staging`, and waits until it is gone
-    /// (released first, so it stops at once; its client unmounts as it stops).
+    /// (released first, so it stops at once; its client unmounts as it stops). The release is
+    /// withdrawn once the pod is gone.
     pub async fn remove(&self, volume_id: &str, staging: &Path) -> Result<(), Status> {
-        let name = pod_name(&self.node, volume_id);
         release(staging);
+        let gone = self.delete_and_wait(volume_id).await;
+        if gone.is_ok() {
+            unrelease(staging);
+        }
+        gone
+    }
+
+    async fn delete_and_wait(&self, volume_id: &str) -> Result<(), Status> {
+        let name = pod_name(&self.node, volume_id);
         match self.api().delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
