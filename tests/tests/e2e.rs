@@ -714,7 +714,7 @@ provisioner: gluster.glusterkube.dev
 parameters: {{mode: dedicated, cluster: {NS}/demo, type: Disperse, disperseData: "2", disperseRedundancy: "1", brickCount: "3"}}
 reclaimPolicy: Delete
 "#
-    ) + &rwx_claim("dedicated", "gk-e2e-dedicated", "1Gi")));
+    ) + "---\n" + &rwx_claim("dedicated", "gk-e2e-dedicated", "1Gi")));
     pvc_bound(k, "dedicated", Duration::from_secs(240)).await;
     let script = r#"loop() {
   mkdir -p "$2"; i=0; ok=0; failed=0; last=$(date +%s%3N)
@@ -1379,7 +1379,8 @@ provisioner: gluster.glusterkube.dev
 parameters: {{pool: {NS}/pool, subDir: "${{pvc.metadata.namespace}}-${{pvc.metadata.name}}"}}
 reclaimPolicy: Delete
 "#
-        ) + &rwx_claim("templated", "gk-e2e-templated", "64Mi")),
+        ) + "---\n"
+            + &rwx_claim("templated", "gk-e2e-templated", "64Mi")),
     );
     pvc_bound(k, "templated", Duration::from_secs(120)).await;
     let pv = k.kubectl(&[
@@ -1553,7 +1554,7 @@ provisioner: gluster.glusterkube.dev
 parameters: {{pool: {NS}/spread}}
 reclaimPolicy: Delete
 "#
-    ) + &rwx_claim("on-disks", "gk-e2e-disks", "64Mi")));
+    ) + "---\n" + &rwx_claim("on-disks", "gk-e2e-disks", "64Mi")));
     let vol = until(
         "GlusterVolume spread Ready with 6/6 bricks",
         Duration::from_secs(300),
