@@ -1295,6 +1295,34 @@ async fn drain_keeps_mounts_to_the_end(k: &Cluster) {
         "terminationGracePeriodSeconds: 30",
     );
     k.apply(&writer);
+    // Drain refuses a pod without a controller (without --force), as it refused the mount
+    // pod before it had one. The writer gets a ConfigMap as its controller: nothing manages
+    // pods of a ConfigMap, so nothing releases, replaces or deletes it, and drain takes it as
+    // it takes any owned pod.
+    k.apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: drain-writer-owner, namespace: {NS}}}\n"
+    ));
+    let owner_uid = k.kubectl(&[
+        "-n",
+        NS,
+        "get",
+        "configmap",
+        "drain-writer-owner",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    k.kubectl(&[
+        "-n",
+        NS,
+        "patch",
+        "pod",
+        "drain-writer",
+        "--type=merge",
+        "-p",
+        &format!(
+            r#"{{"metadata":{{"ownerReferences":[{{"apiVersion":"v1","kind":"ConfigMap","name":"drain-writer-owner","uid":"{owner_uid}","controller":true}}]}}}}"#
+        ),
+    ]);
     until(
         "drain-writer writing",
         Duration::from_secs(180),
@@ -1328,8 +1356,21 @@ async fn drain_keeps_mounts_to_the_end(k: &Cluster) {
             "--timeout",
             "240s",
         ]);
+        if drain.is_err() {
+            // The writer runs on: end it, so that its log's end comes.
+            let _ = k.kubectl_ok(&[
+                "-n",
+                NS,
+                "delete",
+                "pod",
+                "drain-writer",
+                "--grace-period=0",
+                "--force",
+            ]);
+        }
         (drain, follow.join().unwrap().unwrap_or_default())
     });
+    k.kubectl(&["-n", NS, "delete", "configmap", "drain-writer-owner"]);
     k.kubectl(&["uncordon", "gk-node-1"]);
     let drain = drain.unwrap_or_else(|e| panic!("drain failed: {e}\nwriter: {log}"));
     let after_term: Vec<&str> = log.lines().skip_while(|l| *l != "term").skip(1).collect();
