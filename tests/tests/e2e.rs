@@ -274,13 +274,16 @@ impl Drop for Teardown {
     }
 }
 
-/// On a failure, what CI needs to tell why: claims, volumes and their conditions, recent
-/// events, and the tails of the operator's and CSI controller's logs.
+/// On a failure, what CI needs to tell why: recent events, claims, volumes and their
+/// conditions, who holds each Lease, and the logs of every operator and CSI controller
+/// replica (not one picked by `deploy/`, which may be a standby that never led). CI shows a
+/// failure's first and last lines, so the operator's logs come last.
 fn dump_state() {
     let Ok(cp) = ControlPlane::ensure() else {
         return;
     };
-    let queries: [&[&str]; 6] = [
+    let queries: [&[&str]; 7] = [
+        &["get", "events", "-A", "--sort-by=.lastTimestamp"],
         &["get", "pvc,pv,pods", "-A", "-o", "wide"],
         &[
             "-n",
@@ -290,21 +293,15 @@ fn dump_state() {
             "-o",
             "yaml",
         ],
-        &["get", "events", "-A", "--sort-by=.lastTimestamp"],
         &[
             "-n",
             RELEASE_NS,
             "logs",
-            "deploy/glusterkube-operator",
-            "--tail=80",
-        ],
-        &[
-            "-n",
-            RELEASE_NS,
-            "logs",
-            "deploy/glusterkube-csi-controller",
+            "-l",
+            "app.kubernetes.io/component=csi-controller",
             "--all-containers",
-            "--tail=80",
+            "--prefix",
+            "--tail=40",
         ],
         &[
             "-n",
@@ -314,6 +311,16 @@ fn dump_state() {
             "-c",
             "gk-csi",
             "--tail=40",
+        ],
+        &["-n", RELEASE_NS, "get", "leases"],
+        &[
+            "-n",
+            RELEASE_NS,
+            "logs",
+            "-l",
+            "app.kubernetes.io/component=operator",
+            "--prefix",
+            "--tail=120",
         ],
     ];
     for q in queries {
