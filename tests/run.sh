@@ -21,9 +21,16 @@ stage() {
   fi
   stage_name=$1; stage_started=$now
 }
+# The e2e test writes its own steps' times here (tests/tests/e2e.rs, Steps).
+export GK_E2E_STEPS="$CARGO_TARGET_DIR/e2e-steps.txt"
+rm -f "$GK_E2E_STEPS"
 stage_summary() {
   stage ""
   printf 'stage times (total %d s):\n%s' $(($(date +%s) - run_started)) "$stage_times" >&2
+  if [ -s "$GK_E2E_STEPS" ]; then
+    printf 'e2e steps (within cargo test):\n' >&2
+    cat "$GK_E2E_STEPS" >&2
+  fi
 }
 
 stage "install tools"

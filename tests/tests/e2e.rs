@@ -2058,9 +2058,44 @@ spec:
     );
 }
 
+/// The wall time of each step of the scenario, printed as it ends and rewritten after each
+/// step to the file named by `GK_E2E_STEPS` (tests/run.sh prints it with its stage times, so
+/// every CI run shows where the e2e's time goes: CI's budget, issue 40).
+struct Steps {
+    last: Instant,
+    done: Vec<(&'static str, Duration)>,
+}
+
+impl Steps {
+    fn new() -> Self {
+        Steps {
+            last: Instant::now(),
+            done: Vec::new(),
+        }
+    }
+
+    fn done(&mut self, step: &'static str) {
+        let took = self.last.elapsed();
+        self.last = Instant::now();
+        self.done.push((step, took));
+        eprintln!("e2e: step '{step}' took {took:.1?}");
+        if let Ok(path) = std::env::var("GK_E2E_STEPS") {
+            let table: String = self
+                .done
+                .iter()
+                .map(|(s, d)| format!("  {s:<46} {:5} s\n", d.as_secs()))
+                .collect();
+            if let Err(e) = std::fs::write(&path, table) {
+                eprintln!("e2e: could not write the step times to {path}: {e}");
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     let started = Instant::now();
+    let mut steps = Steps::new();
     let cp = ControlPlane::ensure().unwrap();
     let k = Cluster { cp };
     let _teardown = Teardown;
@@ -2085,6 +2120,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         ],
     );
     eprintln!("e2e: demo done after {:?}", started.elapsed());
+    steps.done("demo.sh");
     // A client that mounted while a brick of the new pool was still connecting writes to the
     // other two and leaves the entry for self-heal (seen once: heal pending 6 at the demo's
     // end, alice.txt empty on one brick); every copy is compared once nothing waits.
@@ -2128,6 +2164,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         "e2e: TLS options set and enforced after {:?}",
         started.elapsed()
     );
+    steps.done("demo checks and TLS enforced");
 
     // 1b'. Hostile requests to the live node plugin are refused at once by name and leave
     //      nothing behind; a mount pod that outlived its reason is removed by the plugin.
@@ -2136,6 +2173,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         "e2e: hostile node requests done after {:?}",
         started.elapsed()
     );
+    steps.done("hostile node requests");
 
     // 1c. Two operator replicas: the leader's pod is deleted, the standby holds the Lease,
     //     and the reconciles below (a brick pod's loss seen and healed, a rollout, ...) are
@@ -2149,6 +2187,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         "e2e: operator and CSI controller failover done after {:?}",
         started.elapsed()
     );
+    steps.done("operator and CSI controller failover");
 
     // 2. A brick pod deleted during writes: no I/O error in the workload, the volume Degraded
     //    then Ready again, heal pending back to 0.
@@ -2305,6 +2344,7 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     )
     .await;
     eprintln!("e2e: unpullable image corrected, pool whole {fixed:?} after the bad image");
+    steps.done("brick pod loss, unpullable brick image");
 
     // 3. Mounts that never drop: a pod writes 4 KiB with fsync every 50 ms to the subdirectory
     //    PV and to a dedicated PV while the CSI node plugin is deleted, the CSI image is
@@ -2313,11 +2353,17 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
     for e in &events {
         eprintln!("e2e: {e}");
     }
+    steps.done("mounts never drop");
     dedicated_holds_its_size(&k).await;
+    steps.done("dedicated PV holds its size");
     snapshots_and_clones(&k).await;
+    steps.done("snapshots and clones");
     subdir_template_names_the_directory(&k).await;
+    steps.done("subdirectory name template");
     several_disks(&k).await;
+    steps.done("several disks");
     drain_keeps_mounts_to_the_end(&k).await;
+    steps.done("drain");
 
     // 4. Online expansion of the bound PVC.
     k.merge_patch(
@@ -2365,6 +2411,8 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         (2 * 1024 * 1024 * 95 / 100..=2 * 1024 * 1024).contains(&size_kib),
         "df in the pod shows the expanded 2Gi limit: {df}"
     );
+
+    steps.done("online expansion");
 
     // 5. The dedicated PVC (step 3) has a GlusterVolume of its own, which goes with the PVC
     //    (reclaimPolicy Delete); a Retain PV of the subdirectory class keeps its data.
@@ -2480,6 +2528,8 @@ reclaimPolicy: Retain
         "gk-e2e-retain",
     ]);
 
+    steps.done("dedicated PV deletion, Retain PV, kubectl gluster");
+
     // 6. The operator deletes what it made by itself: once no pod or claim uses the pool,
     //    deleting the GlusterVolume stops and deletes the gluster volume, and the GlusterCluster
     //    goes once no volume lives on it. Nothing strips a finalizer here.
@@ -2516,6 +2566,8 @@ reclaimPolicy: Retain
         "e2e: the operator deleted the pool and the cluster in {:?}",
         deleted_at.elapsed()
     );
+
+    steps.done("the operator deletes the pool and the cluster");
 
     // 7. helm uninstall (after the demo's own objects) leaves nothing running, and had no
     //    finalizer to strip.
@@ -2558,5 +2610,6 @@ reclaimPolicy: Retain
             "containers still running on gk-node-{n}: {tasks}"
         );
     }
+    steps.done("helm uninstall");
     eprintln!("e2e: all checks passed in {:?}", started.elapsed());
 }
