@@ -8,7 +8,7 @@
 //!   reads certificates (a leaf every floor may use).
 //! - `single_flight` runs one slow call per key at a time (heal counts).
 //! - `leader` lets one of several replicas reconcile (a Lease); `health` says whether the
-//!   watches deliver (/healthz).
+//!   watches deliver (/healthz); `crd_upgrade` brings the CRDs to this version at start.
 //! - `apply`, `events`, `finalizer` and `conditions` are the plumbing every reconcile uses;
 //!   `safety` is the one check that a volume's data may be disturbed.
 //!
@@ -19,6 +19,7 @@ pub mod apply;
 pub mod cluster;
 pub mod conditions;
 pub mod context;
+pub mod crd_upgrade;
 mod error;
 pub mod events;
 pub mod failure;

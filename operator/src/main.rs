@@ -52,6 +52,10 @@ struct Cli {
     /// glusterkube.dev/operator-instance=<this>; without it, only those without the label.
     #[arg(long, env = "GK_OPERATOR_INSTANCE")]
     instance: Option<String>,
+    /// At start, upgrade the glusterkube CRDs in the cluster that an older version wrote to
+    /// this version's (helm upgrade leaves a chart's CRDs as they were installed).
+    #[arg(long, env = "GK_UPGRADE_CRDS", default_value_t = false, action = clap::ArgAction::Set)]
+    upgrade_crds: bool,
     /// Reconcile only while holding the leader Lease (in the operator's namespace), so that
     /// several replicas can run: one reconciles, the others stand by.
     #[arg(long, env = "GK_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
@@ -98,6 +102,18 @@ async fn main() -> anyhow::Result<()> {
     };
     if let Some(image) = cli.brick_image {
         config.brick_pods.image = image;
+    }
+    if cli.upgrade_crds {
+        // Before waiting for the Lease: a new replica's CRDs are in place before it leads.
+        // A failure is logged, not fatal: the CRDs in place may still serve this version.
+        match gk_operator::crd_upgrade::upgrade(&client, &gk_api::crd::all()).await {
+            Ok(outcomes) => {
+                for o in outcomes {
+                    tracing::info!(outcome = ?o, "CRD");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "upgrading the CRDs failed"),
+        }
     }
     let metrics = Arc::new(Metrics::default());
     let m = metrics.clone();

@@ -698,6 +698,25 @@ fn check_rbac(text: &str, release: &str, ns: &str) {
             "operator: {rule}"
         );
     }
+    // The operator's CRDs, by name, read and patched only (crd_upgrade); nothing else of
+    // apiextensions.
+    for rule in operator["rules"].as_array().unwrap() {
+        if strings(&rule["apiGroups"]).contains(&"apiextensions.k8s.io") {
+            assert_eq!(
+                strings(&rule["resourceNames"]),
+                [
+                    "glusterclusters.glusterkube.dev",
+                    "glustervolumes.glusterkube.dev"
+                ],
+                "operator: {rule}"
+            );
+            assert_eq!(
+                strings(&rule["verbs"]),
+                ["get", "patch"],
+                "operator: {rule}"
+            );
+        }
+    }
     assert!(grants(csi, "", "secrets", "get"));
     for verb in ["list", "watch", "create", "patch"] {
         assert!(
@@ -1527,6 +1546,10 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
     // What the operator's own loop does at start (gk_operator::run), clusters or not.
     let csi = gk_operator::tls::gluster::ensure_csi_client(&op, release_ns).await;
     eprintln!("CSI node plugins' certificate as the operator: {csi:?}");
+    // What each replica does as it starts (the chart's default crds.upgrade).
+    let crds = gk_operator::crd_upgrade::upgrade(&op, &gk_api::crd::all()).await;
+    eprintln!("CRD upgrade as the operator: {crds:?}");
+    assert!(crds.is_ok(), "the operator may upgrade its CRDs: {crds:?}");
     for _ in 0..3 {
         let gc = clusters.get("gluster").await.unwrap();
         let r = gk_operator::cluster::reconcile(Arc::new(gc), ctx.clone()).await;
@@ -1548,6 +1571,10 @@ async fn code_runs_under_its_roles(cp: &ControlPlane, release_ns: &str, release:
         ("PATCH", "/statefulsets/"),
         ("GET", "/pods"),
         ("GET", "/glusterclusters/gluster"),
+        (
+            "PATCH",
+            "/customresourcedefinitions/glustervolumes.glusterkube.dev",
+        ),
     ] {
         assert!(
             made(&op_log, method, path),

@@ -77,15 +77,29 @@ pub struct Capacity {
     pub total: String,
 }
 
+/// The annotation on each CRD naming the glusterkube version that wrote it: the operator
+/// upgrades a CRD written by an older version and leaves one written by a newer one (a
+/// rollback of the operator must not take fields away from objects a newer one wrote).
+pub const VERSION_ANNOTATION: &str = "glusterkube.dev/crd-version";
+
+/// The glusterkube version these CRDs belong to.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// Every CRD this operator owns, in a stable order, with descriptions that read as flowing
-/// sentences (`kubectl explain`).
+/// sentences (`kubectl explain`) and this version in [`VERSION_ANNOTATION`].
 pub fn all() -> Vec<CustomResourceDefinition> {
     [GlusterCluster::crd(), GlusterVolume::crd()]
         .into_iter()
         .map(|crd| {
             let mut v = serde_json::to_value(&crd).expect("a CRD serialises");
             flow_descriptions(&mut v);
-            serde_json::from_value(v).expect("a CRD with reflowed descriptions")
+            let mut crd: CustomResourceDefinition =
+                serde_json::from_value(v).expect("a CRD with reflowed descriptions");
+            crd.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(VERSION_ANNOTATION.to_string(), VERSION.to_string());
+            crd
         })
         .collect()
 }
