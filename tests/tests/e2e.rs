@@ -2155,6 +2155,27 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
             "{pod}'s log: {log}"
         );
     }
+    // The chart's operator pods applied their CRDs as they started (crds.upgrade, by
+    // default): their field manager holds both, under the chart's RBAC on real kubelets.
+    for crd in [
+        "glusterclusters.glusterkube.dev",
+        "glustervolumes.glusterkube.dev",
+    ] {
+        let managers = k.kubectl(&[
+            "get",
+            "crd",
+            crd,
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={.metadata.managedFields[*].manager}",
+        ]);
+        assert!(
+            managers
+                .split_whitespace()
+                .any(|m| m == gk_operator::crd_upgrade::FIELD_MANAGER),
+            "{crd} applied by the operator: managers {managers}"
+        );
+    }
 
     // 1b. Gluster's TLS on real kubelets: the pool carries the operator's access options, a
     //     client without a certificate is refused, and the same client with the CSI node
