@@ -8,6 +8,8 @@ GK_CSI_SANITY_VERSION=${GK_CSI_SANITY_VERSION:-v5.6.0}
 GK_HELM_VERSION=${GK_HELM_VERSION:-v3.19.0}
 # Prometheus's Go module versions are v0.3MM.P for Prometheus 3.MM.P.
 GK_PROMTOOL_VERSION=${GK_PROMTOOL_VERSION:-v0.316.0}
+# krew, the kubectl plugin manager: the deploy test installs the plugin's release with it.
+GK_KREW_VERSION=${GK_KREW_VERSION:-v0.4.3}
 
 export GOMODCACHE=${GOMODCACHE_OVERRIDE:-$GK_CACHE/go/mod}
 export GOCACHE=${GOCACHE_OVERRIDE:-$GK_CACHE/go/build}

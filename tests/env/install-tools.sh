@@ -3,7 +3,7 @@
 # gluster-patches/), etcd, xfsprogs, protoc, and for the
 # local node (tests/env/node.sh) containerd, runc, the CNI plugins, iptables, socat and
 # debootstrap; tshark for the TLS test's packet capture; python3 for the agent test's stand-in
-# hung brick process; e2fsprogs for e2e's foreign (ext4) disk; csi-sanity, helm and promtool built from Go modules at pinned versions. Idempotent: a second run only checks.
+# hung brick process; e2fsprogs for e2e's foreign (ext4) disk; csi-sanity, helm, promtool and krew built from Go modules at pinned versions. Idempotent: a second run only checks.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
@@ -86,9 +86,15 @@ go_tool helm "$GK_HELM_VERSION" helm.sh/helm/v3/cmd/helm \
   "k8s1.$helm_k8s_minor"
 # promtool (Prometheus's rule checker) runs the unit tests of the chart's alerts.
 go_tool promtool "$GK_PROMTOOL_VERSION" github.com/prometheus/prometheus/cmd/promtool
+# krew installs the kubectl plugin from its release manifest in the deploy test (offline:
+# --manifest and --archive, and no upgrade check).
+go_tool krew "$GK_KREW_VERSION" sigs.k8s.io/krew/cmd/krew
 
 "$bin/csi-sanity" -h >/dev/null 2>&1 || gk_die "csi-sanity does not run"
 "$bin/promtool" --version >/dev/null 2>&1 || gk_die "promtool does not run"
+krew_root=$(mktemp -d)
+KREW_NO_UPGRADE_CHECK=1 KREW_ROOT="$krew_root" "$bin/krew" version >/dev/null 2>&1 || gk_die "krew does not run"
+rm -rf "$krew_root"
 "$bin/helm" version --short | grep "$GK_HELM_VERSION" >/dev/null || gk_die "helm does not report $GK_HELM_VERSION"
 for t in gluster glusterd glusterfs mkfs.xfs mkfs.ext4 losetup blkid python3 protoc etcd setfattr containerd runc ctr iptables socat debootstrap fio; do
   command -v "$t" >/dev/null || gk_die "$t is missing after install"

@@ -13,6 +13,7 @@ pub mod bench;
 pub mod deploy;
 pub mod gluster_net;
 pub mod k8s;
+pub mod krew;
 pub mod kubelet;
 pub mod roles;
 

@@ -381,6 +381,103 @@ fn chart_packages_with_the_workspace_version() {
             .unwrap();
     assert_eq!(shown["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(shown["appVersion"], env!("CARGO_PKG_VERSION"));
+    // Where users find the project, as Artifact Hub and `helm show chart` list it.
+    assert_eq!(shown["home"], gk_testenv::krew::HOMEPAGE);
+    assert_eq!(shown["sources"][0], gk_testenv::krew::HOMEPAGE);
+    assert!(shown["maintainers"][0]["name"].is_string(), "{shown}");
+}
+
+/// The plugin's release files as `tools/release-plugin.sh` makes them (the test's debug
+/// binary in place of a release build), installed by krew itself from the manifest and the
+/// archive, offline: kubectl then runs `kubectl gluster` from krew's directory. An archive
+/// that is not the one the manifest names is refused by its checksum.
+#[test]
+fn plugin_installs_with_krew_from_its_release_manifest() {
+    let version = env!("CARGO_PKG_VERSION");
+    let binary = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("kubectl-gluster");
+    assert!(
+        binary.is_file(),
+        "{} is missing: cargo build -p kubectl-gluster (tests/run.sh does)",
+        binary.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dist = dir.path().join("dist");
+    let out = std::process::Command::new("bash")
+        .arg(repo_root().join("tools/release-plugin.sh"))
+        .env("GK_PLUGIN_BINARIES", format!("amd64={}", binary.display()))
+        .env("GK_KREWGEN", env!("CARGO_BIN_EXE_krewgen"))
+        .env("GK_DIST", &dist)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "release-plugin.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let archive = dist.join(gk_testenv::krew::archive_name(version, "linux", "amd64"));
+    let manifest = dist.join("gluster.yaml");
+    let m: Value = serde_yaml::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    assert_eq!(m["spec"]["version"], format!("v{version}"));
+    assert_eq!(
+        m["spec"]["platforms"][0]["uri"],
+        format!(
+            "{}/releases/download/v{version}/kubectl-gluster-{version}-linux-amd64.tar.gz",
+            gk_testenv::krew::HOMEPAGE
+        )
+    );
+
+    let krew = |root: &std::path::Path, archive: &std::path::Path| {
+        std::process::Command::new("krew")
+            .args(["install", "--manifest"])
+            .arg(&manifest)
+            .arg("--archive")
+            .arg(archive)
+            .env("KREW_ROOT", root)
+            .env("KREW_NO_UPGRADE_CHECK", "1")
+            .output()
+            .expect("krew (tests/env/install-tools.sh builds it)")
+    };
+    let root = dir.path().join("krew");
+    let out = krew(&root, &archive);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success() && said.contains("Installed plugin: gluster"),
+        "krew install: {said}"
+    );
+    let path = format!(
+        "{}:{}",
+        root.join("bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    let out = std::process::Command::new("kubectl")
+        .args(["gluster", "-h"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && help.contains("glusterkube storage at a glance"),
+        "kubectl gluster -h through krew's directory: {help}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let tampered = dir
+        .path()
+        .join(gk_testenv::krew::archive_name(version, "linux", "amd64"));
+    let mut bytes = std::fs::read(&archive).unwrap();
+    bytes.push(0);
+    std::fs::write(&tampered, bytes).unwrap();
+    let out = krew(&dir.path().join("krew-2"), &tampered);
+    assert!(
+        !out.status.success(),
+        "krew installed an archive whose checksum is not the manifest's: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The root Dockerfile builds what tests/env/images.sh builds: the same Debian packages,
