@@ -64,9 +64,47 @@ bash tests/env/images.sh build
 stage "build the plugin and the agent"
 cargo build -p kubectl-gluster -p gk-agent
 cargo build -p gk-testenv --bin vm-agent-rpcs
+stage "cargo test: build"
+cargo test --workspace --no-run
+# The integration tests in two groups. First those that change what every user of the
+# apiserver sees (the CRDs themselves, cluster-scoped objects of helm releases), alone. Then
+# the e2e scenario on real kubelets, which mostly waits on them, side by side with the tests
+# that need no kubelet and touch only objects of their own (the operator tests reconcile only
+# objects labelled with their own instance) and the quota VM, those at a lower CPU priority.
+# Every file in tests/tests/ is in exactly one group (checked here), so none is left out.
+alone=(bench_docs control_plane crd_admission crd_upgrade csi deploy)
+beside=(agent gluster_ops gluster_partition gluster_replica3 gluster_tls operator operator_day2)
+listed=" e2e ${alone[*]} ${beside[*]} "
+for f in tests/tests/*.rs; do
+  t=$(basename "$f" .rs)
+  case "$listed" in *" $t "*) ;; *) gk_die "tests/tests/$t.rs is in no group of tests/run.sh" ;; esac
+  [ "$(grep -o " $t " <<<"$listed" | wc -l)" = 1 ] || gk_die "tests/tests/$t.rs is in two groups of tests/run.sh"
+done
+stage "cargo test: unit tests, apiserver-wide tests"
+cargo test --workspace --lib --bins
+cargo test --workspace --doc
+cargo test -p gk-testenv $(printf -- '--test %s ' "${alone[@]}")
+
+# The e2e binary runs by itself (cargo holds its lock for a whole `cargo test`, so two cannot
+# run at once); its output is printed when it ends, after the others'.
+stage "cargo test: e2e beside the quota VM and the kubelet-free tests"
+e2e_bin=$(cargo test -p gk-testenv --test e2e --no-run --message-format=json 2>/dev/null |
+  python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "e2e" and m.get("executable"):
+        print(m["executable"])')
+[ -x "$e2e_bin" ] || gk_die "no e2e test binary"
+e2e_log="$CARGO_TARGET_DIR/e2e.log"
+(cd tests && GK_IMAGES_BUILT=1 "$e2e_bin" > "$e2e_log" 2>&1; echo $? > "$e2e_log.rc") &
+e2e_pid=$!
+beside_rc=0
 # XFS project quotas need a kernel with XFS quota support, which this machine's lacks: the
 # brick agent's quota path runs on bricks in a VM of Debian's own kernel (docs/quotas.md).
-stage "quota VM"
-bash tests/env/quota-vm.sh
-stage "cargo test"
-GK_IMAGES_BUILT=1 cargo test --workspace
+nice -n 10 bash tests/env/quota-vm.sh || beside_rc=$?
+nice -n 10 cargo test -p gk-testenv $(printf -- '--test %s ' "${beside[@]}") || beside_rc=$?
+wait "$e2e_pid" || true
+cat "$e2e_log"
+e2e_rc=$(cat "$e2e_log.rc" 2>/dev/null || echo 1)
+[ "$beside_rc" = 0 ] || gk_die "the quota VM or a kubelet-free test failed (above the e2e's output)"
+[ "$e2e_rc" = 0 ] || gk_die "the e2e test failed (exit $e2e_rc)"
