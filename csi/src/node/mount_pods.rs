@@ -328,6 +328,22 @@ impl MountPods {
         gone
     }
 
+    /// Withdraws the release of `staging` once pod `name`, deleted by the reaper, is gone: a
+    /// pod that never ran our process (a crash loop, an image that cannot start) does not
+    /// remove the mark as it stops, and the kubelet cannot remove the volume's directory while
+    /// the mark is in it. Gives up once the pod's grace period and a minute have passed.
+    pub async fn unrelease_when_gone(&self, name: &str, staging: &Path) {
+        let deadline = Instant::now() + TERMINATION_GRACE + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(None) = self.api().get_opt(name).await {
+                unrelease(staging);
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        tracing::warn!(pod = name, staging = %staging.display(), "the reaped mount pod is still there; its release mark stays");
+    }
+
     async fn delete_and_wait(&self, volume_id: &str) -> Result<(), Status> {
         let name = pod_name(&self.node, volume_id);
         match self.api().delete(&name, &DeleteParams::default()).await {

@@ -194,13 +194,19 @@ impl NodeService {
             };
             tracing::warn!(pod = %f.name, volume_id = %volume, reason = removal.reason, note = %removal.note, "removing a mount pod");
             // Released first (at the path it serves): a pod asked to stop otherwise serves
-            // until its volume is unstaged.
-            if let Some(staging) = f.staging.as_ref().or(at.as_ref()) {
+            // until its volume is unstaged. The mark is withdrawn once the pod is gone,
+            // without holding up this pass.
+            let released = f.staging.clone().or(at.clone());
+            if let Some(staging) = &released {
                 super::mount_pods::release(staging);
             }
             if let Err(e) = remove(pods, &f.name).await {
                 done.failed.push(format!("{}: {e}", f.name));
                 continue;
+            }
+            if let Some(staging) = released {
+                let (pods, name) = (pods.clone(), f.name.clone());
+                tokio::spawn(async move { pods.unrelease_when_gone(&name, &staging).await });
             }
             if removal.forget_record {
                 if let Err(e) = self.state.remove(&volume) {

@@ -25,6 +25,11 @@ const KUBELET: &str = "/var/lib/kubelet";
 const STAGING_ROOT: &str = "/var/lib/kubelet/plugins/gk-e2e-hostile";
 /// The volume of the orphaned mount pod: never staged anywhere.
 const GONE_VOLUME: &str = "subdir/gk-demo/pool/e2e-gone";
+/// The orphaned mount pod's per-volume directory, as the kubelet would have it: the plugin
+/// marks the orphan released there as it removes it, and must withdraw the mark once the pod
+/// is gone (its /bin/false never ran the process that removes it as it stops), or the kubelet
+/// could never remove the directory.
+const ORPHAN_DIR: &str = "/var/lib/kubelet/plugins/gk-e2e-orphan";
 
 async fn node_client() -> NodeClient<Channel> {
     let socket = PathBuf::from(format!("{KUBELET}/plugins/{DRIVER}/csi.sock"));
@@ -129,7 +134,7 @@ metadata:
     glusterkube.dev/node: gk-node-1
   annotations:
     glusterkube.dev/volume-id: {GONE_VOLUME}
-    glusterkube.dev/staging: {STAGING_ROOT}/gone/globalmount
+    glusterkube.dev/staging: {ORPHAN_DIR}/globalmount
 spec:
   nodeName: gk-node-1
   tolerations: [{{operator: Exists}}]
@@ -151,6 +156,7 @@ pub async fn hostile_node_requests(k: &Cluster) {
         .as_str()
         .unwrap()
         .to_string();
+    std::fs::create_dir_all(ORPHAN_DIR).unwrap();
     orphan_mount_pod(k, &image);
 
     k.apply(&rwx_claim("hostile", "glusterkube-demo", "64Mi"));
@@ -467,4 +473,18 @@ pub async fn hostile_node_requests(k: &Cluster) {
         "no MountPodOrphaned event names {GONE_VOLUME}: {events}"
     );
     eprintln!("e2e: the orphaned mount pod was removed {reaped:?} after it was made");
+    until(
+        "the orphan's release mark withdrawn once it is gone",
+        Duration::from_secs(30),
+        Duration::from_secs(1),
+        || {
+            let left: Vec<_> = std::fs::read_dir(ORPHAN_DIR)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .collect();
+            left.is_empty().then_some(())
+        },
+    )
+    .await;
+    std::fs::remove_dir(ORPHAN_DIR).unwrap();
 }
