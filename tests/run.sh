@@ -102,7 +102,8 @@ beside_rc=0
 # XFS project quotas need a kernel with XFS quota support, which this machine's lacks: the
 # brick agent's quota path runs on bricks in a VM of Debian's own kernel (docs/quotas.md).
 nice -n 10 bash tests/env/quota-vm.sh || beside_rc=$?
-nice -n 10 cargo test -p gk-testenv $(printf -- '--test %s ' "${beside[@]}") || beside_rc=$?
+# All of them, even after a failure: the e2e takes longer anyway.
+nice -n 10 cargo test --no-fail-fast -p gk-testenv $(printf -- '--test %s ' "${beside[@]}") || beside_rc=$?
 wait "$e2e_pid" || true
 cat "$e2e_log"
 e2e_rc=$(cat "$e2e_log.rc" 2>/dev/null || echo 1)
