@@ -129,6 +129,29 @@ impl<R: CommandRunner> Gluster<R> {
             .await
     }
 
+    /// Turns gluster's barrier on or off. Its command has no XML answer: success is its
+    /// sentence. The bricks refuse to turn it off when it is off already (its timeout
+    /// lifted it), and gluster's answer does not say that was why.
+    pub async fn volume_barrier(&self, name: &str, enable: bool) -> Result<(), GlusterError> {
+        validate_volume_name(name)?;
+        let word = if enable { "enable" } else { "disable" };
+        let args = words(&["volume", "barrier", name, word]);
+        let out = self.run_raw(&args).await?;
+        if out.success && out.stdout.contains("command successful") {
+            return Ok(());
+        }
+        let said = [out.stderr.trim(), out.stdout.trim()]
+            .into_iter()
+            .find(|t| !t.is_empty())
+            .unwrap_or("no answer");
+        Err(GlusterError::Command {
+            command: args.join(" "),
+            ret: -1,
+            errno: 0,
+            message: said.lines().next().unwrap_or(said).to_string(),
+        })
+    }
+
     /// Returns one volume option to its default.
     pub async fn volume_reset(&self, name: &str, key: &str) -> Result<(), GlusterError> {
         validate_volume_name(name)?;

@@ -142,3 +142,23 @@ pub(crate) fn run(program: &str, args: &[&str]) -> Result<Output, EnvError> {
     }
     Ok(out)
 }
+
+/// Every regular file under `root` with its SHA-256, and every symlink with its target, as
+/// `(sum or path, path or target)` pairs in a stable order: two trees compare equal when
+/// their files and links do.
+pub fn tree_sums(root: &std::path::Path) -> Vec<(String, String)> {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("find . -type f -exec sha256sum {} + | sort -k2; find . -type l -printf '%p -> %l\\n' | sort")
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let (a, b) = l.split_once(' ').unwrap();
+            (a.to_string(), b.trim().to_string())
+        })
+        .collect()
+}

@@ -198,6 +198,190 @@ async fn agent_manages_three_real_glusterd_nodes_over_mtls() {
     degraded_write_and_heal(&mut c, &net, "r3").await;
     degraded_write_and_heal(&mut c, &net, "ec").await;
     read_only_calls_for_people(&mut c).await;
+    a_barrier_left_on_lifts_itself(&mut c, &net, "r3").await;
+    for volume in ["ec", "r3x2"] {
+        snapshot_and_restore_on_bricks(&agents, &net, volume).await;
+    }
+}
+
+/// A snapshot and a restore copied on the bricks by the CSI controller's code, on disperse
+/// (fragments and their sizes) and distributed-replicate (files on one set, directories on
+/// all): read back equal through gluster, every brick's copy sharing its blocks with its
+/// source, nothing left to heal, and the snapshot unchanged when its source changes.
+async fn snapshot_and_restore_on_bricks(agents: &AgentSet, net: &GlusterNet, volume: &str) {
+    use gk_csi::backend::{Pool, Source};
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(agents.client(i).await.unwrap());
+    }
+    let mut pool = Pool {
+        agent: agents.client(0).await.unwrap(),
+        nodes,
+        volume: volume.into(),
+        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
+        tls: false,
+        tls_secret: None,
+        total_bytes: None,
+        profile: None,
+    };
+    let name = format!("pool {volume}");
+    pool.create_dir(&name, "snap-src", 64 << 20).await.unwrap();
+    pool.create_dir(&name, "snap-restored", 64 << 20)
+        .await
+        .unwrap();
+    let target = net.scratch_dir(&format!("snap-{volume}")).unwrap();
+    let log = net
+        .scratch_dir("logs")
+        .unwrap()
+        .join(format!("snap-{volume}.log"));
+    let source = MountSource {
+        servers: pool.servers.clone(),
+        volume: volume.into(),
+        subdir: None,
+    };
+    net.client_mounter()
+        .mount(&source, &target, &log, &[])
+        .await
+        .unwrap();
+    let src = target.join("snap-src");
+    for i in 0..24u64 {
+        let dir = src.join(format!("d{}", i % 3));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Sizes that are not whole stripes, and a few empty files.
+        let len = if i % 8 == 0 {
+            0
+        } else {
+            (i as usize * 37_003) % 300_000 + 3
+        };
+        std::fs::write(dir.join(format!("f{i}")), data(7000 + i, len)).unwrap();
+    }
+    std::os::unix::fs::symlink("d1/f1", src.join("link")).unwrap();
+    std::fs::hard_link(src.join("d2/f2"), src.join("d0/hard")).unwrap();
+    let want = gk_testenv::tree_sums(&src);
+
+    let snap = pool
+        .snapshot_create(&name, "s1", "snap-src", 0)
+        .await
+        .unwrap();
+    assert!(
+        snap.ready,
+        "{volume}: the snapshot was not made on the bricks: {snap:?}"
+    );
+    let copy = target.join(".glusterkube-snapshots/s1/data");
+    assert_eq!(
+        gk_testenv::tree_sums(&copy),
+        want,
+        "{volume}: the snapshot differs"
+    );
+    let shared = net
+        .nodes()
+        .iter()
+        .filter(|n| {
+            let brick_copy = n
+                .brick_root()
+                .join(format!("{volume}-0/.glusterkube-snapshots/s1/data"));
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg("find . -type f -size +0 -exec filefrag -v {} + | grep -c shared")
+                .current_dir(&brick_copy)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim() != "0"
+        })
+        .count();
+    assert_eq!(
+        shared, 3,
+        "{volume}: not every node's copy shares blocks with its source"
+    );
+
+    // The source changes; the snapshot does not.
+    std::fs::write(src.join("d0/f3"), b"changed").unwrap();
+    std::fs::remove_file(src.join("d1/f4")).unwrap();
+    assert_eq!(
+        gk_testenv::tree_sums(&copy),
+        want,
+        "{volume}: the snapshot followed its source"
+    );
+
+    let filled = pool
+        .fill_dir(&name, "snap-restored", &Source::Snapshot("s1".into()), 0)
+        .await
+        .unwrap();
+    assert!(filled, "{volume}: the restore was not made on the bricks");
+    assert_eq!(
+        gk_testenv::tree_sums(&target.join("snap-restored")),
+        want,
+        "{volume}: the restore differs from the snapshot"
+    );
+    let heal = heal_count(&mut pool.agent, volume).await;
+    assert!(
+        heal.pending_total == 0 && heal.bricks.iter().all(|b| b.connected),
+        "{volume}: {heal:?}"
+    );
+    mount::unmount(&target).ok();
+}
+
+/// What an agent killed while bricks copy a snapshot leaves: gluster's barrier on. It
+/// holds an fsync until its timeout (set by VolumeBarrier) lifts it, and turning it off
+/// afterwards is refused, which is how the controller knows its copy is not to be used.
+async fn a_barrier_left_on_lifts_itself(c: &mut Client, net: &GlusterNet, volume: &str) {
+    let target = net.scratch_dir(&format!("barrier-{volume}")).unwrap();
+    let log = net
+        .scratch_dir("logs")
+        .unwrap()
+        .join(format!("barrier-{volume}.log"));
+    let source = MountSource {
+        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
+        volume: volume.into(),
+        subdir: None,
+    };
+    net.client_mounter()
+        .mount(&source, &target, &log, &[])
+        .await
+        .unwrap();
+    let barrier = |enable| VolumeBarrierRequest {
+        volume: volume.into(),
+        enable,
+    };
+    c.volume_barrier(barrier(true)).await.unwrap();
+    let info = c
+        .volume_info(VolumeRequest {
+            name: volume.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    assert_eq!(
+        info.options
+            .get("features.barrier-timeout")
+            .map(String::as_str),
+        Some("30"),
+        "{:?}",
+        info.options
+    );
+    let path = target.join("barrier-probe");
+    let started = Instant::now();
+    let synced = tokio::task::spawn_blocking(move || {
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(b"held").unwrap();
+        f.sync_all()
+    })
+    .await
+    .unwrap();
+    let held = started.elapsed();
+    synced.unwrap();
+    assert!(
+        held >= Duration::from_secs(20) && held <= Duration::from_secs(60),
+        "an fsync under the barrier took {held:?}, not about its 30 s timeout"
+    );
+    let (code, msg) = code_and_message(c.volume_barrier(barrier(false)).await);
+    assert_eq!(code, Code::FailedPrecondition, "{msg}");
+    // On and off again works once it lifted itself.
+    c.volume_barrier(barrier(true)).await.unwrap();
+    c.volume_barrier(barrier(false)).await.unwrap();
+    mount::unmount(&target).ok();
 }
 
 /// LogTail: the end of glusterd's and the bricks' logs on node 1, cut at whole lines; and

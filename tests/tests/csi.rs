@@ -20,6 +20,7 @@ use gk_csi::params::ObjectKey;
 use gk_csi::server::Services;
 use gk_testenv::agents::AgentSet;
 use gk_testenv::gluster_net::GlusterNet;
+use gk_testenv::tree_sums;
 use tonic::transport::Channel;
 
 struct Env {
@@ -36,13 +37,21 @@ struct Env {
 }
 
 async fn start() -> Env {
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
     let net = GlusterNet::start(3).unwrap();
     let agents = AgentSet::start(&net).await.unwrap();
     net.form_pool().await.unwrap();
     let agent = agents.replica3(&net, 0, "pool").await.unwrap();
     let pool = Pool {
         agent,
-        nodes: Vec::new(),
+        // Every node's agent, as the production resolver gives them: snapshots, restores
+        // and clones are then copied on the bricks (XFS with reflink, as the brick image
+        // makes them).
+        nodes: futures::future::join_all((0..3).map(|i| agents.client(i)))
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect(),
         volume: "pool".into(),
         servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
         // Plain gluster: TLS mounts are covered through the operator (tests/tests/operator.rs).
@@ -690,24 +699,6 @@ async fn unpublish_and_unstage(
     .unwrap();
 }
 
-/// Every regular file under `root` with its SHA-256, and every symlink with its target.
-fn tree_sums(root: &Path) -> Vec<(String, String)> {
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("find . -type f -exec sha256sum {} + | sort -k2; find . -type l -printf '%p -> %l\\n' | sort")
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let (a, b) = l.split_once(' ').unwrap();
-            (a.to_string(), b.trim().to_string())
-        })
-        .collect()
-}
-
 /// Snapshots and clones through the driver, checked through real mounts: files in a
 /// volume, a snapshot of it, the source deleted, a restore holding every file equal, and a
 /// clone of the restore holding them too; a restore smaller than its snapshot is refused.
@@ -785,6 +776,13 @@ async fn snapshot_restore_and_clone(
         .unwrap()
         .into_inner();
     assert_eq!(listed.entries.len(), 1, "{listed:?}");
+    copied_on_bricks(
+        env,
+        "pvc-snap-src",
+        ".glusterkube-snapshots/snapshot-1/data",
+        &["d0", "d0/f0", "d1/f1", "link"],
+    )
+    .await;
 
     // The source goes; the snapshot stays.
     unpublish_and_unstage(node, &src, &staging, std::slice::from_ref(&target)).await;
@@ -821,6 +819,7 @@ async fn snapshot_restore_and_clone(
         want,
         "the restore differs from the snapshot's source"
     );
+    restore_is_counted(env, "/pvc-restored", 40 * (64 << 10)).await;
 
     let from_vol = csi::VolumeContentSource {
         r#type: Some(csi::volume_content_source::Type::Volume(
@@ -843,6 +842,13 @@ async fn snapshot_restore_and_clone(
         want,
         "the clone differs from its source"
     );
+    copied_on_bricks(
+        env,
+        "pvc-restored",
+        "pvc-clone",
+        &["d0", "d0/f0", "d1/f1", "link"],
+    )
+    .await;
     // A clone is a copy: writing to it leaves its source alone.
     std::fs::write(c_target.join("d0/f0"), b"changed").unwrap();
     assert_eq!(
@@ -881,6 +887,114 @@ async fn snapshot_restore_and_clone(
             .join("pool/.glusterkube-snapshots/snapshot-1");
         assert!(!dir.exists(), "{} survived DeleteSnapshot", dir.display());
     }
+}
+
+/// `copy` (relative to each brick's root) was made on the bricks from `source`: each of
+/// `entries` has a gfid of its own, the same on every brick, with gluster's handle beside
+/// it, and a copied file shares its blocks with its source (a reflink); nothing waits to
+/// heal.
+async fn copied_on_bricks(env: &Env, source: &str, copy: &str, entries: &[&str]) {
+    use gk_agent::snapshot::on_bricks::{gfid_of, handle_path};
+    use std::os::unix::fs::MetadataExt;
+    for rel in entries {
+        let mut gfids = std::collections::BTreeSet::new();
+        for n in env.net.nodes() {
+            let brick = n.brick_root().join("pool");
+            let (s, c) = (brick.join(source).join(rel), brick.join(copy).join(rel));
+            let (sg, cg) = (gfid_of(&s).unwrap(), gfid_of(&c).unwrap());
+            let cg = cg.unwrap_or_else(|| panic!("{} has no gfid", c.display()));
+            assert_ne!(Some(cg), sg, "{} kept its source's gfid", c.display());
+            gfids.insert(cg);
+            let handle = brick.join(handle_path(&cg));
+            let (h, m) = (
+                std::fs::symlink_metadata(&handle)
+                    .unwrap_or_else(|e| panic!("{}: {e}", handle.display())),
+                std::fs::symlink_metadata(&c).unwrap(),
+            );
+            if m.is_dir() {
+                let led_to = std::fs::metadata(&handle).unwrap();
+                assert!(h.file_type().is_symlink(), "{}", handle.display());
+                assert_eq!(
+                    led_to.ino(),
+                    m.ino(),
+                    "{} leads elsewhere",
+                    handle.display()
+                );
+            } else {
+                assert_eq!(
+                    h.ino(),
+                    m.ino(),
+                    "{} is not a link of {}",
+                    handle.display(),
+                    c.display()
+                );
+            }
+            if m.is_file() && m.len() > 0 && source.starts_with("pvc-snap-src") {
+                let out = std::process::Command::new("filefrag")
+                    .arg("-v")
+                    .arg(&c)
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    text.contains("shared"),
+                    "{} shares no block with its source: {text}",
+                    c.display()
+                );
+            }
+        }
+        assert_eq!(
+            gfids.len(),
+            1,
+            "{rel}: the bricks gave the copy different gfids"
+        );
+    }
+    let staged = env.net.nodes()[0]
+        .brick_root()
+        .join("pool/.glusterfs/glusterkube-copies");
+    let left: Vec<_> = std::fs::read_dir(&staged)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "staging left behind: {left:?}");
+    let heal = env
+        ._agents
+        .client(0)
+        .await
+        .unwrap()
+        .heal_count(gk_agent_proto::v1::VolumeRequest {
+            name: "pool".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(heal.pending_total + heal.split_brain_total, 0, "{heal:?}");
+}
+
+/// The PV's limit counts what a restore put in it: a copy made on the bricks, past
+/// gluster's quota translator, is counted once gluster looked it up.
+async fn restore_is_counted(env: &Env, path: &str, at_least: u64) {
+    let mut agent = env._agents.client(0).await.unwrap();
+    let mut last = None;
+    for _ in 0..30 {
+        let listed = agent
+            .quota_list(gk_agent_proto::v1::VolumeRequest {
+                name: "pool".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let used = listed
+            .entries
+            .iter()
+            .find(|e| e.path == path)
+            .map(|e| e.used_bytes);
+        if used.is_some_and(|u| u >= at_least) {
+            return;
+        }
+        last = Some(listed);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("{path} counts less than the {at_least} bytes restored into it: {last:?}");
 }
 
 /// A stand-in for a running container: a process in a private mount namespace with a

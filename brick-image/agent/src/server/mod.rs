@@ -488,6 +488,17 @@ impl<R: CommandRunner + Clone + 'static> BrickAgent for Agent<R> {
         self.subdir_fill_rpc(req).await
     }
 
+    async fn brick_copy(&self, req: Request<BrickCopyRequest>) -> Reply<BrickCopyResponse> {
+        self.brick_copy_rpc(req).await
+    }
+
+    async fn volume_barrier(
+        &self,
+        req: Request<VolumeBarrierRequest>,
+    ) -> Reply<VolumeBarrierResponse> {
+        self.volume_barrier_rpc(req).await
+    }
+
     async fn add_brick(&self, req: Request<AddBrickRequest>) -> Reply<VolumeResponse> {
         self.add_brick_rpc(req).await
     }

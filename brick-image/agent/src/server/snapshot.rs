@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 use super::{log_rpc, subdir_path, Agent, Reply};
 use crate::proto::*;
 use crate::quota;
-use crate::snapshot::{self, Layout, Record};
+use crate::snapshot::{self, on_bricks, Layout, Record};
 use crate::AgentError;
 
 /// The longest a call waits for its copy before answering that it still runs.
@@ -37,6 +37,76 @@ fn snapshot_key(volume: &str, name: &str) -> String {
 /// Fills name their source first, so a snapshot's delete can see fills still reading it.
 fn fill_key(volume: &str, from: &str, path: &str) -> String {
     format!("fill:{volume}:{from}->{path}")
+}
+
+/// The longest gluster's barrier holds the bricks' answers when nobody lifts it (an agent
+/// killed while copying): long enough for a reflink copy of a large PV, short enough that
+/// an application's fsync waits no longer.
+pub const BARRIER_TIMEOUT_SECONDS: u32 = 30;
+const BARRIER_TIMEOUT_KEY: &str = "features.barrier-timeout";
+
+/// One end of a copy on the bricks: a subdirectory (`/pvc-0f3c`) or a snapshot's data
+/// (`snapshot:NAME`), as a path relative to a brick's root.
+fn copy_end(field: &str, end: &str) -> Result<PathBuf, AgentError> {
+    match end.strip_prefix("snapshot:") {
+        Some(name) => {
+            let name = snapshot::snapshot_name(field, name)?;
+            Ok(Layout::new(Path::new(""), &name).data())
+        }
+        None => Ok(PathBuf::from(&subdir_path(field, end)?[1..])),
+    }
+}
+
+/// Looks up every entry under `dir` through the volume's mount: gluster's clients then
+/// know the copy (and heal what was in flight while it was made, and count it in gluster's
+/// quota where that is on).
+async fn look_up_all(dir: PathBuf) -> Result<u64, Status> {
+    tokio::task::spawn_blocking(move || {
+        let mut seen = 0u64;
+        let mut dirs = vec![dir];
+        while let Some(d) = dirs.pop() {
+            let list = std::fs::read_dir(&d).map_err(AgentError::io(format!(
+                "listing {} through the volume",
+                d.display()
+            )))?;
+            for e in list {
+                let e = e.map_err(AgentError::io(format!("listing {}", d.display())))?;
+                let meta = std::fs::symlink_metadata(e.path()).map_err(AgentError::io(format!(
+                    "looking up {} through the volume",
+                    e.path().display()
+                )))?;
+                seen += 1;
+                if meta.is_dir() {
+                    dirs.push(e.path());
+                }
+            }
+        }
+        Ok::<_, AgentError>(seen)
+    })
+    .await
+    .map_err(|e| Status::internal(format!("looking up a copy: {e}")))?
+    .map_err(Status::from)
+}
+
+/// Empties `dir` through the volume's mount (a copy cut short leaves part of one).
+async fn empty_dir(dir: &Path) -> Result<(), AgentError> {
+    let mut list = tokio::fs::read_dir(dir)
+        .await
+        .map_err(AgentError::io(format!("listing {}", dir.display())))?;
+    while let Some(e) = list
+        .next_entry()
+        .await
+        .map_err(AgentError::io(format!("listing {}", dir.display())))?
+    {
+        let p = e.path();
+        let removed = if e.file_type().await.map(|t| t.is_dir()).unwrap_or(false) {
+            tokio::fs::remove_dir_all(&p).await
+        } else {
+            tokio::fs::remove_file(&p).await
+        };
+        removed.map_err(AgentError::io(format!("removing {}", p.display())))?;
+    }
+    Ok(())
 }
 
 /// The limit of `path` under `root`, or NotFound naming it.
@@ -125,6 +195,14 @@ impl<R: CommandRunner + 'static> Agent<R> {
             _ => {}
         }
         limited_dir(&root, &volume, &source)?;
+        match CopyStage::try_from(req.stage) {
+            Ok(CopyStage::Mount) => {}
+            Ok(CopyStage::Prepare) => {
+                return self.snapshot_prepare(&root, &volume, &name, source).await;
+            }
+            Ok(CopyStage::Seal) => return self.snapshot_seal(&root, &volume, &name).await,
+            Err(_) => return Err(AgentError::invalid("stage", "is not a known copy stage").into()),
+        }
         let job = make_snapshot(root, volume.clone(), name.clone(), source.clone());
         let done = self
             .copies
@@ -272,6 +350,26 @@ impl<R: CommandRunner + 'static> Agent<R> {
             None => {}
         }
         let key = fill_key(&volume, &label, &path);
+        match CopyStage::try_from(req.stage) {
+            Ok(CopyStage::Mount) => {}
+            Ok(CopyStage::Prepare) => {
+                if self.copies.running(&key) {
+                    return Err(Status::unavailable(format!(
+                        "{path} on {volume} is being filled through the volume; ask again when it ends"
+                    )));
+                }
+                // The directory is a PV being made, not yet handed to anyone.
+                empty_dir(&target).await?;
+                return Ok(Response::new(SubdirFillResponse { ready: false }));
+            }
+            Ok(CopyStage::Seal) => {
+                look_up_all(target.clone()).await?;
+                snapshot::mark_filled(&target, &label)?;
+                tracing::info!(%volume, %path, from = %label, "filled on the bricks");
+                return Ok(Response::new(SubdirFillResponse { ready: true }));
+            }
+            Err(_) => return Err(AgentError::invalid("stage", "is not a known copy stage").into()),
+        }
         let job = async move {
             if snapshot::filled_from(&target)?.as_deref() == Some(label.as_str()) {
                 return Ok(());
@@ -286,5 +384,152 @@ impl<R: CommandRunner + 'static> Agent<R> {
                 ready: done.is_some(),
             })),
         }
+    }
+
+    /// Stage PREPARE of a snapshot copied on the bricks: its record (not ready) and an empty
+    /// data directory, made through the volume so it has its gfid on every brick.
+    async fn snapshot_prepare(
+        &self,
+        root: &Path,
+        volume: &str,
+        name: &str,
+        source: String,
+    ) -> Reply<SnapshotResponse> {
+        if self.copies.running(&snapshot_key(volume, name)) {
+            return Err(Status::unavailable(format!(
+                "snapshot {name} on {volume} is being copied through the volume; ask again when it ends"
+            )));
+        }
+        let layout = Layout::new(root, name);
+        match tokio::fs::remove_dir_all(&layout.dir).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(
+                    AgentError::io(format!("removing the partial snapshot {name}"))(e).into(),
+                )
+            }
+            _ => {}
+        }
+        let (_, size_bytes) = limited_dir(root, volume, &source)?;
+        tokio::fs::create_dir_all(layout.data())
+            .await
+            .map_err(AgentError::io(format!(
+                "creating snapshot {name} on {volume}"
+            )))?;
+        let record = Record {
+            source,
+            size_bytes,
+            created_unix_seconds: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or_default(),
+            ready: false,
+        };
+        layout.write(&record)?;
+        Ok(Response::new(SnapshotResponse {
+            snapshot: Some(message(name, &record)),
+        }))
+    }
+
+    /// Stage SEAL of a snapshot copied on the bricks: the copy looked up through the volume,
+    /// then recorded ready.
+    async fn snapshot_seal(
+        &self,
+        root: &Path,
+        volume: &str,
+        name: &str,
+    ) -> Reply<SnapshotResponse> {
+        let layout = Layout::new(root, name);
+        let mut record = layout.read()?.ok_or_else(|| {
+            AgentError::Precondition(format!(
+                "snapshot {name} on {volume} was not prepared; call stage PREPARE first"
+            ))
+        })?;
+        let entries = look_up_all(layout.data()).await?;
+        record.ready = true;
+        layout.write(&record)?;
+        tracing::info!(%volume, snapshot = %name, entries, "snapshot copied on the bricks");
+        Ok(Response::new(SnapshotResponse {
+            snapshot: Some(message(name, &record)),
+        }))
+    }
+
+    pub(super) async fn brick_copy_rpc(
+        &self,
+        req: Request<BrickCopyRequest>,
+    ) -> Reply<BrickCopyResponse> {
+        let req = req.into_inner();
+        let volume = self.volume_arg("volume", &req.volume)?;
+        let source = copy_end("source", &req.source)?;
+        let target = copy_end("target", &req.target)?;
+        if source == target {
+            return Err(AgentError::invalid("target", "cannot be the source").into());
+        }
+        log_rpc("BrickCopy", &volume);
+        let v = self.info(&volume).await?;
+        let mine: Vec<&gk_gluster::Brick> = v
+            .bricks
+            .iter()
+            .map(|b| &b.brick)
+            .filter(|b| b.host == self.config.advertise_address)
+            .collect();
+        let mut reply = BrickCopyResponse {
+            volume_bricks: v.bricks.iter().map(|b| b.brick.to_string()).collect(),
+            bricks: mine.iter().map(|b| b.to_string()).collect(),
+            reflink: true,
+            ..Default::default()
+        };
+        for b in &mine {
+            reply.reflink &= on_bricks::reflinks(Path::new(&b.path))?;
+        }
+        if req.probe {
+            return Ok(Response::new(reply));
+        }
+        if !reply.reflink {
+            return Err(AgentError::Precondition(format!(
+                "a brick of {volume} on {} cannot clone files (its filesystem has no reflink)",
+                self.config.advertise_address
+            ))
+            .into());
+        }
+        let _guard = self
+            .locks
+            .lock(&format!("brick-copy:{volume}:{}", req.target))
+            .await;
+        let copy_id = format!("{}<-{}", req.target, req.source);
+        for b in &mine {
+            let root = Path::new(&b.path);
+            let src = root.join(&source);
+            if !src.is_dir() {
+                continue;
+            }
+            let c = on_bricks::copy(root, &src, &root.join(&target), &copy_id).await?;
+            reply.entries += c.entries;
+            reply.copied.push(b.to_string());
+        }
+        tracing::info!(%volume, source = %req.source, target = %req.target, bricks = reply.copied.len(), entries = reply.entries, "copied on the bricks");
+        Ok(Response::new(reply))
+    }
+
+    pub(super) async fn volume_barrier_rpc(
+        &self,
+        req: Request<VolumeBarrierRequest>,
+    ) -> Reply<VolumeBarrierResponse> {
+        let req = req.into_inner();
+        let (volume, _guard) = self.begin("VolumeBarrier", &req.volume).await?;
+        if req.enable {
+            let v = self.info(&volume).await?;
+            let want = BARRIER_TIMEOUT_SECONDS.to_string();
+            if v.options.get(BARRIER_TIMEOUT_KEY) != Some(&want) {
+                self.gluster
+                    .volume_set(&volume, BARRIER_TIMEOUT_KEY, &want)
+                    .await
+                    .map_err(AgentError::from)?;
+            }
+        }
+        self.gluster
+            .volume_barrier(&volume, req.enable)
+            .await
+            .map_err(AgentError::from)?;
+        Ok(Response::new(VolumeBarrierResponse {}))
     }
 }

@@ -1,5 +1,7 @@
 //! Where the controller's volumes come from: a pool GlusterVolume's brick agent.
 
+mod brick_copy;
+
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::sync::Arc;
@@ -7,7 +9,7 @@ use std::sync::Arc;
 use gk_agent_proto::v1::brick_agent_client::BrickAgentClient;
 use gk_agent_proto::v1::subdir_fill_request::From as FillFrom;
 use gk_agent_proto::v1::{
-    QuotaEntry, Snapshot, SnapshotCreateRequest, SnapshotRequest, SubdirCreateRequest,
+    CopyStage, QuotaEntry, Snapshot, SnapshotCreateRequest, SnapshotRequest, SubdirCreateRequest,
     SubdirDeleteRequest, SubdirFillRequest, SubdirGetRequest, VolumeRequest,
 };
 use std::collections::BTreeSet;
@@ -397,8 +399,9 @@ impl Pool {
         }
     }
 
-    /// Copies `dir` into the snapshot `name`, waiting up to `wait_seconds` for the copy;
-    /// the snapshot comes back not ready while it still runs.
+    /// Copies `dir` into the snapshot `name`: on the bricks by reflink where they allow,
+    /// otherwise through the volume, waiting up to `wait_seconds` for that copy; the
+    /// snapshot comes back not ready while it still runs.
     pub async fn snapshot_create(
         &mut self,
         pool: &(dyn Display + Sync),
@@ -406,12 +409,20 @@ impl Pool {
         dir: &str,
         wait_seconds: u32,
     ) -> Result<Snapshot, Status> {
+        match self.snapshot(pool, name).await? {
+            Some(s) if s.ready && s.source == format!("/{dir}") => return Ok(s),
+            _ => {}
+        }
+        if let Some(s) = self.snapshot_on_bricks(pool, name, dir).await? {
+            return Ok(s);
+        }
         self.agent
             .snapshot_create(SnapshotCreateRequest {
                 volume: self.volume.clone(),
                 name: name.to_string(),
                 source: format!("/{dir}"),
                 wait_seconds,
+                stage: CopyStage::Mount as i32,
             })
             .await
             .map_err(|s| agent_status(pool, s))?
@@ -478,6 +489,9 @@ impl Pool {
         from: &Source,
         wait_seconds: u32,
     ) -> Result<bool, Status> {
+        if self.fill_on_bricks(pool, dir, from).await? {
+            return Ok(true);
+        }
         let from = match from {
             Source::Snapshot(name) => FillFrom::Snapshot(name.clone()),
             Source::Dir(d) => FillFrom::Subdir(format!("/{d}")),
@@ -488,6 +502,7 @@ impl Pool {
                 path: format!("/{dir}"),
                 from: Some(from),
                 wait_seconds,
+                stage: CopyStage::Mount as i32,
             })
             .await
             .map(|r| r.into_inner().ready)

@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tonic::Status;
 
+pub mod on_bricks;
+
 use crate::AgentError;
 
 /// Top-level directory of the snapshots. Subdirectory paths may not begin with a dot, so no
