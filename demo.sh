@@ -63,8 +63,12 @@ down() {
   kubectl delete storageclass glusterkube-demo --ignore-not-found || true
   helm uninstall "$release" -n "$release_ns" --wait --timeout 120s 2>/dev/null || true
   kubectl delete namespace "$release_ns" --ignore-not-found --timeout=120s || true
-  # The demo's bricks and glusterd state (the pool) on the nodes.
-  rm -rf "$node_data"/gk-node-*/bricks
+  # The demo's bricks and glusterd state (the pool) on the nodes; each node's bricks
+  # directory is a filesystem of its own (tests/env/node.sh), emptied, not removed.
+  local b
+  for b in "$node_data"/gk-node-*/bricks; do
+    if [ -d "$b" ]; then find "$b" -mindepth 1 -maxdepth 1 -exec rm -rf {} +; fi
+  done
 }
 
 case "${1:-up}" in

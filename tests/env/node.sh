@@ -47,6 +47,10 @@ data=${GK_NODE_DATA:-/var/lib/glusterkube-node}
 # hold three copies of every image, and this machine's disk is shared and nearly full.
 # `images.sh import` puts them back after a reboot in seconds.
 images_fs="$data/containerd"
+# Each node's brick directories sit on an XFS of its own (a sparse loop file), as on a host
+# whose storage directory is on a real disk: reflink copies (snapshots, clones) and the
+# filesystem's own checks work as there, not as on this machine's ext4 root.
+bricks_fs_size=${GK_NODE_BRICKS_SIZE:-40g}
 images_fs_size=${GK_NODE_IMAGES_SIZE:-4g}
 bridge=gk0
 gateway=10.214.0.1
@@ -336,6 +340,17 @@ start() {
   bash "$here/k8s.sh" start
   mkdir -p "$run" "$logs" "$data" "$images_fs"
   mountpoint -q "$images_fs" || mount -t tmpfs -o "size=$images_fs_size,mode=0700" gk-node-images "$images_fs"
+  local n bricks img
+  for n in $(seq "$nodes"); do
+    bricks="$data/$(node_name "$n")/bricks" img="$data/$(node_name "$n")/bricks.xfs"
+    mkdir -p "$bricks"
+    mountpoint -q "$bricks" && continue
+    if [ ! -f "$img" ]; then
+      truncate -s "$bricks_fs_size" "$img"
+      mkfs.xfs -q -f -i size=512 -m reflink=1 "$img"
+    fi
+    mount -o loop,noatime "$img" "$bricks"
+  done
   pki_setup
   network_up
   cluster_objects
