@@ -1,16 +1,18 @@
 //! Snapshot and clone benchmark, as the product ships: `demo.sh` on three real kubelets (the
-//! chart's defaults, gluster TLS on), a subdirectory PVC holding FILES files of about MIB MiB
-//! in all, then a VolumeSnapshot of it, a PVC restored from that, and a PVC cloned from the
-//! source, each timed from the API. Space is what the copies hold on the bricks. Beside
-//! them, on a loop-mounted XFS made like the operator's bricks, the same tree copied with
-//! `cp --reflink=always` and with a plain copy: what a reflink would give if gluster passed
-//! one through. A FICLONE through the PVC's FUSE mount is tried and its answer recorded.
+//! chart's defaults, gluster TLS on; each node's brick directories on an XFS of its own, as
+//! tests/env/node.sh makes them), a subdirectory PVC holding FILES files of about MIB MiB in
+//! all, then a VolumeSnapshot of it, a PVC restored from that, and a PVC cloned from the
+//! source, each timed from the API. Space is what each step adds to the used blocks of the
+//! three brick filesystems (reflinked blocks count once). Beside them, on a loop-mounted XFS
+//! made like the operator's bricks, the same tree copied with `cp --reflink=always` and with
+//! a plain copy, with no gluster between. A FICLONE through the PVC's FUSE mount is tried and
+//! its answer recorded.
 //!
 //!   bash tests/env/images.sh build
 //!   GK_IMAGES_BUILT=1 cargo bench --profile dev -p gk-testenv --bench snapshots -- [FILES] [MIB]
 //!
-//! The dev profile is enough: the copies are coreutils' cp through gluster's C client in the
-//! brick pods, and this program only asks the API and waits.
+//! The dev profile is enough: the copies are made by the brick agents (coreutils' cp and
+//! the gfid pass) and this program only asks the API and waits.
 //!
 //! Writes docs/benchmarks/snapshots.md. Needs root; leaves no demo and no nodes behind.
 
@@ -152,36 +154,36 @@ spec:
     }
 }
 
-/// Bytes allocated under `rel` (a path inside the pool volume) on every brick.
-fn brick_bytes(bricks: &[PathBuf], rel: &str) -> u64 {
-    let mut total = 0;
-    for brick in bricks {
-        let p = brick.join(rel);
-        if p.exists() {
-            let out = sh("du", &["-s", "--block-size=1", p.to_str().unwrap()]);
-            total += out
-                .split_whitespace()
-                .next()
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(0);
-        }
-    }
-    total
+/// Bytes used on the filesystems holding `bricks` (each node's own XFS), after a sync:
+/// blocks shared by reflinks count once, as the disk holds them (`du` would count them in
+/// every file).
+fn brick_bytes(bricks: &[PathBuf]) -> u64 {
+    sh("sync", &[]);
+    bricks
+        .iter()
+        .map(|b| {
+            let st = nix::sys::statvfs::statvfs(b).unwrap();
+            (st.blocks() - st.blocks_free()) * st.fragment_size()
+        })
+        .sum()
 }
 
-/// The pool's brick directories on the three nodes: those holding the PV directory `dir`.
-fn pool_bricks(dir: &str) -> Vec<PathBuf> {
-    let out = sh(
-        "find",
-        &[NODE_DATA, "-type", "d", "-name", dir, "-path", "*/bricks/*"],
-    );
-    let bricks: Vec<PathBuf> = out
-        .lines()
-        .filter(|l| !l.contains("/.glusterfs/"))
-        .filter_map(|l| Path::new(l).parent().map(Path::to_path_buf))
-        .collect();
-    assert_eq!(bricks.len(), 3, "the pool's bricks: {bricks:?}");
-    bricks
+/// The three nodes' brick filesystems (tests/env/node.sh gives each its own XFS).
+fn brick_filesystems() -> Vec<PathBuf> {
+    (1..=3)
+        .map(|n| {
+            let fs = Path::new(NODE_DATA).join(format!("gk-node-{n}/bricks"));
+            let st = nix::sys::statvfs::statvfs(&fs).unwrap();
+            let root = nix::sys::statvfs::statvfs(NODE_DATA).unwrap();
+            assert_ne!(
+                st.filesystem_id(),
+                root.filesystem_id(),
+                "{} is not a filesystem of its own: run tests/env/node.sh start",
+                fs.display()
+            );
+            fs
+        })
+        .collect()
 }
 
 fn gib(b: u64) -> String {
@@ -281,6 +283,8 @@ fn main() {
     let mut rows: Vec<[String; 4]> = Vec::new();
 
     k.claim("bench-src", "2Gi", "");
+    let bricks = brick_filesystems();
+    let empty = brick_bytes(&bricks);
     k.wait(
         "pvc",
         "bench-src",
@@ -310,9 +314,7 @@ fn main() {
         .find(|l| l.contains("reflink-probe") || l.contains("cp:"))
         .unwrap_or("(cp --reflink=always succeeded)")
         .to_string();
-    let pv = k.get("pvc", "bench-src", "{.spec.volumeName}");
-    let bricks = pool_bricks(&pv);
-    let src_bytes = brick_bytes(&bricks, &pv);
+    let src_bytes = brick_bytes(&bricks).saturating_sub(empty);
     rows.push([
         format!("write {files} files of {file_kib} KiB in the pod (FUSE, TLS)"),
         secs(Duration::from_millis(write_ms)),
@@ -321,6 +323,7 @@ fn main() {
     ]);
 
     let l = load();
+    let before = brick_bytes(&bricks);
     k.apply(&format!(
         r#"apiVersion: snapshot.storage.k8s.io/v1
 kind: VolumeSnapshot
@@ -340,12 +343,12 @@ spec:
     rows.push([
         "VolumeSnapshot until readyToUse".into(),
         secs(took),
-        gib(brick_bytes(&bricks, ".glusterkube-snapshots")),
+        gib(brick_bytes(&bricks).saturating_sub(before)),
         l,
     ]);
 
     let l = load();
-    let before = brick_bytes(&bricks, "");
+    let before = brick_bytes(&bricks);
     k.claim(
         "bench-restored",
         "2Gi",
@@ -361,12 +364,12 @@ spec:
     rows.push([
         "PVC from the snapshot until Bound".into(),
         secs(took),
-        gib(brick_bytes(&bricks, "").saturating_sub(before)),
+        gib(brick_bytes(&bricks).saturating_sub(before)),
         l,
     ]);
 
     let l = load();
-    let before = brick_bytes(&bricks, "");
+    let before = brick_bytes(&bricks);
     k.claim(
         "bench-clone",
         "2Gi",
@@ -382,7 +385,7 @@ spec:
     rows.push([
         "PVC cloned from the source until Bound".into(),
         secs(took),
-        gib(brick_bytes(&bricks, "").saturating_sub(before)),
+        gib(brick_bytes(&bricks).saturating_sub(before)),
         l,
     ]);
 
@@ -428,10 +431,12 @@ spec:
     ));
     md.push_str(
         "The product as it ships: `demo.sh` on three real kubelets, the chart's defaults, gluster \
-         TLS on, a replica-3 pool on node-local directories (the images as `demo.sh` builds them; \
-         the copy is coreutils' `cp` in the brick pod through gluster's client). Times are from the API (the \
-         object asked for, until ready or Bound). Space is what the copy holds on all three \
-         bricks together (`du` of the brick directories).\n\n",
+         TLS on, a replica-3 pool on node-local directories, each node's on an XFS of its own \
+         (`tests/env/node.sh`; reflink on, as `mkfs.xfs` makes it). Snapshots, restores and \
+         clones are copied on the bricks by reflink while gluster's barrier holds \
+         (`docs/snapshots.md`). Times are from the API (the object asked for, until ready or \
+         Bound). Space is what each step adds to the used blocks of the three nodes' brick \
+         filesystems together, after a sync: blocks a reflink shares count once.\n\n",
     );
     md.push_str(
         "| step | time | space on the bricks | load average (1 min) |\n|---|---:|---:|---:|\n",
@@ -458,9 +463,8 @@ spec:
         ));
     }
     md.push_str(
-        "\nThrough gluster the copy is a plain one (see docs/snapshots.md for why); the ratio \
-         that matters is the snapshot's time against the write of the same data, both measured \
-         above in one run.\n",
+        "\nThe ratio that matters is each copy's time against the write of the same data, \
+         both measured above in one run.\n",
     );
     let out = repo_root().join("docs/benchmarks/snapshots.md");
     std::fs::write(&out, &md).unwrap();
