@@ -303,6 +303,18 @@ async fn snapshot_and_restore_on_bricks(agents: &AgentSet, net: &GlusterNet, vol
         "{volume}: the snapshot followed its source"
     );
 
+    // The restored PV's directory as a PV sized by project quota has it on every brick
+    // (XFS keeps project ids without quota accounting, so this machine can show it): what
+    // is restored into it must take its project.
+    for n in net.nodes() {
+        let dir = n.brick_root().join(format!("{volume}-0/snap-restored"));
+        let set = std::process::Command::new("xfs_io")
+            .args(["-c", "chproj 4242", "-c", "chattr +P"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(set.success(), "xfs_io on {}", dir.display());
+    }
     let filled = pool
         .fill_dir(&name, "snap-restored", &Source::Snapshot("s1".into()), 0)
         .await
@@ -313,6 +325,30 @@ async fn snapshot_and_restore_on_bricks(agents: &AgentSet, net: &GlusterNet, vol
         want,
         "{volume}: the restore differs from the snapshot"
     );
+    for n in net.nodes() {
+        let dir = n.brick_root().join(format!("{volume}-0/snap-restored"));
+        let out = std::process::Command::new("find")
+            .arg(&dir)
+            .args([
+                "-mindepth",
+                "1",
+                "-exec",
+                "xfs_io",
+                "-c",
+                "lsproj",
+                "{}",
+                ";",
+            ])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&out.stdout);
+        let ids: std::collections::BTreeSet<&str> = out.lines().collect();
+        assert!(
+            ids.iter().all(|l| l.trim() == "projid = 4242") && !ids.is_empty(),
+            "{volume}: restored entries outside their PV's project on {}: {ids:?}",
+            dir.display()
+        );
+    }
     let heal = heal_count(&mut pool.agent, volume).await;
     assert!(
         heal.pending_total == 0 && heal.bricks.iter().all(|b| b.connected),

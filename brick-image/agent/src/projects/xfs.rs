@@ -58,6 +58,7 @@ struct FsXattr {
 }
 
 nix::ioctl_read!(fs_get_xattr, b'X', 31, FsXattr);
+nix::ioctl_write_ptr!(fs_set_xattr, b'X', 32, FsXattr);
 
 /// `FS_XFLAG_PROJINHERIT`: what is made below the directory takes its project id.
 const PROJINHERIT: u32 = 0x200;
@@ -70,6 +71,21 @@ pub fn project_of(dir: &Path) -> Result<(u32, bool), ProjectError> {
     unsafe { fs_get_xattr(std::os::fd::AsRawFd::as_raw_fd(&f), &mut x) }
         .map_err(|e| ProjectError::Io(dir.into(), e.into()))?;
     Ok((x.projid, x.xflags & PROJINHERIT != 0))
+}
+
+/// Gives the directory `dir` (only it) project `id` and the inherit flag: what is then
+/// made below it takes the id, and can be renamed into another directory of that project.
+pub fn set_project(dir: &Path, id: u32) -> Result<(), ProjectError> {
+    let f = std::fs::File::open(dir).map_err(|e| ProjectError::Io(dir.into(), e))?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+    let mut x = FsXattr::default();
+    // SAFETY: FS_IOC_FSGETXATTR fills a `struct fsxattr`, which FsXattr lays out exactly.
+    unsafe { fs_get_xattr(fd, &mut x) }.map_err(|e| ProjectError::Io(dir.into(), e.into()))?;
+    x.projid = id;
+    x.xflags |= PROJINHERIT;
+    // SAFETY: FS_IOC_FSSETXATTR reads the same `struct fsxattr`, filled above.
+    unsafe { fs_set_xattr(fd, &x) }.map_err(|e| ProjectError::Io(dir.into(), e.into()))?;
+    Ok(())
 }
 
 async fn xfs_quota(fs: &Path, command: &str) -> Result<(), ProjectError> {

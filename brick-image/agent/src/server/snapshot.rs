@@ -34,6 +34,13 @@ fn snapshot_key(volume: &str, name: &str) -> String {
     format!("snapshot:{volume}:{name}")
 }
 
+/// How long SnapshotDelete waits for its removal before answering that it still runs.
+const DELETE_WAIT: Duration = Duration::from_secs(20);
+
+fn delete_key(volume: &str, name: &str) -> String {
+    format!("delete:{volume}:{name}")
+}
+
 /// Fills name their source first, so a snapshot's delete can see fills still reading it.
 fn fill_key(volume: &str, from: &str, path: &str) -> String {
     format!("fill:{volume}:{from}->{path}")
@@ -177,6 +184,11 @@ impl<R: CommandRunner + 'static> Agent<R> {
         let name = snapshot::snapshot_name("name", &req.name)?;
         let source = subdir_path("source", &req.source)?;
         log_rpc("SnapshotCreate", &volume);
+        if self.copies.running(&delete_key(&volume, &name)) {
+            return Err(Status::unavailable(format!(
+                "snapshot {name} on {volume} is being removed; create it again when that ends"
+            )));
+        }
         let root = self.management_mount(&volume).await?;
         let layout = Layout::new(&root, &name);
         match layout.read()? {
@@ -263,14 +275,37 @@ impl<R: CommandRunner + 'static> Agent<R> {
         }
         let root = self.management_mount(&volume).await?;
         let layout = Layout::new(&root, &name);
-        match tokio::fs::remove_dir_all(&layout.dir).await {
-            Ok(()) => Ok(Response::new(SnapshotDeleteResponse { deleted: true })),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Ok(Response::new(SnapshotDeleteResponse { deleted: false }))
+        let key = delete_key(&volume, &name);
+        let existed =
+            self.copies.running(&key) || tokio::fs::try_exists(&layout.dir).await.unwrap_or(true);
+        // Removing thousands of files through gluster outlasts a CSI call: the removal runs
+        // in the agent, and a call that comes back finds it running or done. The record goes
+        // first, so a snapshot half removed is never found ready.
+        let job = async move {
+            for gone in [
+                tokio::fs::remove_file(layout.dir.join(snapshot::RECORD)).await,
+                tokio::fs::remove_dir_all(&layout.dir).await,
+            ] {
+                match gone {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        return Err(
+                            AgentError::io(format!("removing snapshot {name} on {volume}"))(e)
+                                .into(),
+                        )
+                    }
+                }
             }
-            Err(e) => {
-                Err(AgentError::io(format!("removing snapshot {name} on {volume}"))(e).into())
-            }
+            Ok(())
+        };
+        match self.copies.run(&key, DELETE_WAIT, job).await {
+            Some(Ok(())) => Ok(Response::new(SnapshotDeleteResponse { deleted: existed })),
+            Some(Err(e)) => Err(e),
+            None => Err(Status::unavailable(format!(
+                "snapshot {} is still being removed; delete it again to wait for it",
+                req.name
+            ))),
         }
     }
 

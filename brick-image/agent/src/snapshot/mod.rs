@@ -24,7 +24,7 @@ use crate::AgentError;
 pub const SNAPSHOT_ROOT: &str = ".glusterkube-snapshots";
 
 /// The file beside a snapshot's data that records it.
-const RECORD: &str = "snapshot.json";
+pub const RECORD: &str = "snapshot.json";
 
 /// The attribute a filled subdirectory carries: what filled it.
 const FILLED_FROM: &str = "trusted.glusterkube.filled-from";

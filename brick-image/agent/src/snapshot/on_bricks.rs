@@ -226,8 +226,21 @@ pub async fn copy(
         let (brick, staging) = (brick.to_path_buf(), staging.clone());
         blocking(move || discard(&brick, &staging)).await?;
     }
-    let parent = staging.parent().expect("staging has a parent");
-    std::fs::create_dir_all(parent).map_err(io(format!("making {}", parent.display())))?;
+    std::fs::create_dir_all(&staging).map_err(io(format!("making {}", staging.display())))?;
+    // On XFS an entry cannot be renamed into a directory of another project (EXDEV): what
+    // is staged takes the target's project, as a PV sized by project quota needs anyway.
+    if let Ok((id, inherit)) = crate::projects::xfs::project_of(target) {
+        if id != 0 || inherit {
+            crate::projects::xfs::set_project(&staging, id).map_err(|e| AgentError::Io {
+                what: format!(
+                    "giving {} the project of {}",
+                    staging.display(),
+                    target.display()
+                ),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        }
+    }
     let out = tokio::process::Command::new("cp")
         .args(["-a", "--reflink=always", "-T"])
         .arg(source)
