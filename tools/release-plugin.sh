@@ -9,15 +9,16 @@
 # Environment:
 #   GK_PLUGIN_BINARIES   "ARCH=PATH ..." (amd64, arm64): package these binaries instead of
 #                        building (a cross build, or the test's debug binary)
-#   GK_PLUGIN_URL_BASE   where the archives are downloaded from (default: the GitHub release
-#                        of tag vVERSION)
+#   GK_PLUGIN_URL_BASE   where the archives are downloaded from (default, krewgen's: the
+#                        project's GitHub release of tag vVERSION)
 #   GK_KREWGEN           the krewgen binary (default: cargo build -p gk-testenv --bin krewgen)
 #   GK_DIST              output directory (default dist)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 dist=${GK_DIST:-dist}
-url_base=${GK_PLUGIN_URL_BASE:-https://github.com/glusterkube/glusterkube/releases/download/v$version}
+url_base=()
+[ -z "${GK_PLUGIN_URL_BASE:-}" ] || url_base=(--url-base "$GK_PLUGIN_URL_BASE")
 license=/usr/share/common-licenses/Apache-2.0
 [ -r "$license" ] || { echo "release-plugin: $license (Apache-2.0, the workspace's license) is missing: apt-get install base-files" >&2; exit 1; }
 
@@ -54,5 +55,5 @@ for entry in $binaries; do
   rm -rf "$stage"
   archives+=("$archive")
 done
-"$krewgen" "$url_base" "${archives[@]}" > "$dist/gluster.yaml"
+"$krewgen" "${url_base[@]}" "${archives[@]}" > "$dist/gluster.yaml"
 echo "wrote ${archives[*]} and $dist/gluster.yaml" >&2

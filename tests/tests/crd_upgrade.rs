@@ -7,8 +7,20 @@
 use gk_api::crd::{VERSION, VERSION_ANNOTATION};
 use gk_operator::crd_upgrade::{upgrade, CrdError, Outcome};
 use gk_testenv::k8s::ControlPlane;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps,
+};
 use kube::api::{Api, PostParams};
+
+/// The schema of the served version's `spec`.
+fn spec_schema(crd: &mut CustomResourceDefinition) -> Option<&mut JSONSchemaProps> {
+    crd.spec.versions[0]
+        .schema
+        .as_mut()
+        .and_then(|s| s.open_api_v3_schema.as_mut())
+        .and_then(|s| s.properties.as_mut())
+        .and_then(|p| p.get_mut("spec"))
+}
 
 /// `crd` as another version would have written it: `version` in its annotation and one
 /// optional spec field missing (the last, alphabetically, that the spec's CEL rules do not
@@ -21,13 +33,7 @@ fn written_by(
         .annotations
         .get_or_insert_with(Default::default)
         .insert(VERSION_ANNOTATION.to_string(), version.to_string());
-    let spec = crd.spec.versions[0]
-        .schema
-        .as_mut()
-        .and_then(|s| s.open_api_v3_schema.as_mut())
-        .and_then(|s| s.properties.as_mut())
-        .and_then(|p| p.get_mut("spec"))
-        .expect("a spec");
+    let spec = spec_schema(&mut crd).expect("a spec");
     let rules: String = spec
         .x_kubernetes_validations
         .iter()
@@ -57,14 +63,9 @@ async fn replace(api: &Api<CustomResourceDefinition>, mut crd: CustomResourceDef
 }
 
 async fn state(api: &Api<CustomResourceDefinition>, name: &str, field: &str) -> (String, bool) {
-    let crd = api.get(name).await.unwrap();
-    let version = crd.metadata.annotations.unwrap_or_default()[VERSION_ANNOTATION].clone();
-    let has = crd.spec.versions[0]
-        .schema
-        .as_ref()
-        .and_then(|s| s.open_api_v3_schema.as_ref())
-        .and_then(|s| s.properties.as_ref())
-        .and_then(|p| p.get("spec"))
+    let mut crd = api.get(name).await.unwrap();
+    let version = crd.metadata.annotations.clone().unwrap_or_default()[VERSION_ANNOTATION].clone();
+    let has = spec_schema(&mut crd)
         .and_then(|s| s.properties.as_ref())
         .is_some_and(|p| p.contains_key(field));
     (version, has)

@@ -378,18 +378,11 @@ async fn day_two_operations_on_real_glusterd() {
             b.brick,
             b.fops
         );
-        // The creates and writes were timed. Another fop may be counted with no time: seen
-        // once, under load, 3 STATs at an average of 0.0 ns (cause not studied).
-        let timed = |name: &str| {
-            b.fops
-                .iter()
-                .any(|f| f.name == name && f.avg_latency_ns > 0.0)
-        };
-        assert!(timed("CREATE") && timed("WRITE"), "{:?}", b.fops);
+        // Every fop counted was timed, but STAT: seen once, under load, 3 STATs at an
+        // average of 0.0 ns right after a `profile clear` (cause not studied).
         assert!(
-            b.fops
-                .iter()
-                .all(|f| f.avg_latency_ns.is_finite() && f.avg_latency_ns >= 0.0),
+            b.fops.iter().all(|f| f.avg_latency_ns.is_finite()
+                && (f.avg_latency_ns > 0.0 || (f.name == "STAT" && f.avg_latency_ns == 0.0))),
             "{:?}",
             b.fops
         );

@@ -1,17 +1,26 @@
-//! Writes the kubectl plugin's krew manifest to stdout: `krewgen URL_BASE ARCHIVE...`, each
-//! archive named kubectl-gluster-VERSION-OS-ARCH.tar.gz and downloadable at URL_BASE/NAME.
-//! `tools/release-plugin.sh` runs it (docs/release.md).
+//! Writes the kubectl plugin's krew manifest to stdout:
+//! `krewgen [--url-base URL] ARCHIVE...`, each archive named
+//! kubectl-gluster-VERSION-OS-ARCH.tar.gz and downloadable at URL/NAME (by default the
+//! project's GitHub release of tag vVERSION). `tools/release-plugin.sh` runs it
+//! (docs/release.md).
 
 use anyhow::{bail, Context};
-use gk_testenv::krew::{manifest, parse_archive_name, Platform};
+use gk_testenv::krew::{manifest, parse_archive_name, release_url_base, Platform};
 use sha2::{Digest, Sha256};
 
 fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
-    let Some(base) = args.next() else {
-        bail!("usage: krewgen URL_BASE ARCHIVE...");
+    const USAGE: &str = "usage: krewgen [--url-base URL] ARCHIVE...";
+    let mut args = std::env::args().skip(1).peekable();
+    let base = if args.peek().map(String::as_str) == Some("--url-base") {
+        args.next();
+        Some(args.next().context(USAGE)?)
+    } else {
+        None
     };
-    let base = base.trim_end_matches('/');
+    let base = base
+        .unwrap_or_else(|| release_url_base(env!("CARGO_PKG_VERSION")))
+        .trim_end_matches('/')
+        .to_string();
     let mut version = None;
     let mut platforms = Vec::new();
     for path in args {
@@ -39,7 +48,7 @@ fn main() -> anyhow::Result<()> {
             sha256,
         });
     }
-    let version = version.context("usage: krewgen URL_BASE ARCHIVE...: no archive given")?;
+    let version = version.with_context(|| format!("{USAGE}: no archive given"))?;
     print!("{}", manifest(&version, &platforms)?);
     Ok(())
 }
