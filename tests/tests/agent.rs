@@ -84,6 +84,41 @@ async fn create(c: &mut Client, spec: VolumeSpec) -> Result<Volume, tonic::Statu
     .map(|r| r.into_inner().volume.expect("a volume in the reply"))
 }
 
+/// A FUSE mount of `volume` (or of its `subdir`) from every node, at the scratch directory
+/// `name`, its log beside the others.
+async fn mount_of(net: &GlusterNet, volume: &str, subdir: Option<&str>, name: &str) -> PathBuf {
+    let target = net.scratch_dir(name).unwrap();
+    let log = net.scratch_dir("logs").unwrap().join(format!("{name}.log"));
+    let source = MountSource {
+        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
+        volume: volume.into(),
+        subdir: subdir.map(Into::into),
+    };
+    net.client_mounter()
+        .mount(&source, &target, &log, &[])
+        .await
+        .unwrap();
+    target
+}
+
+/// `volume` as the CSI controller sees a pool: node 0's agent, and every node's.
+async fn csi_pool(agents: &AgentSet, net: &GlusterNet, volume: &str) -> gk_csi::backend::Pool {
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(agents.client(i).await.unwrap());
+    }
+    gk_csi::backend::Pool {
+        agent: agents.client(0).await.unwrap(),
+        nodes,
+        volume: volume.into(),
+        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
+        tls: false,
+        tls_secret: None,
+        total_bytes: None,
+        profile: None,
+    }
+}
+
 fn code_and_message(r: Result<impl std::fmt::Debug, tonic::Status>) -> (Code, String) {
     let s = r.expect_err("the call should have failed");
     (s.code(), s.message().to_string())
@@ -131,6 +166,7 @@ async fn pool(agents: &AgentSet, net: &GlusterNet) {
 
 #[tokio::test]
 async fn agent_manages_three_real_glusterd_nodes_over_mtls() {
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
     let net = GlusterNet::start(3).unwrap();
     let agents = AgentSet::start(&net).await.unwrap();
 
@@ -202,6 +238,110 @@ async fn agent_manages_three_real_glusterd_nodes_over_mtls() {
     for volume in ["ec", "r3x2"] {
         snapshot_and_restore_on_bricks(&agents, &net, volume).await;
     }
+    snapshots_hold_what_was_made_durable(&agents, &net).await;
+}
+
+/// Crash consistency of snapshots copied on the bricks: a writer appends numbered records
+/// to four files in turn, each followed by an fsync, while snapshots are taken. Every
+/// snapshot (and a restore of one) holds, in each file, whole records in order with at most
+/// a part of one more at its end, and no record is missing below the highest one it holds:
+/// no file is ahead of one written before it.
+async fn snapshots_hold_what_was_made_durable(agents: &AgentSet, net: &GlusterNet) {
+    use gk_csi::backend::Source;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const FILES: u64 = 4;
+    let mut pool = csi_pool(agents, net, "r3").await;
+    let name = &"pool r3";
+    pool.create_dir(name, "journal", 64 << 20).await.unwrap();
+    pool.create_dir(name, "journal-restored", 64 << 20)
+        .await
+        .unwrap();
+    let target = mount_of(net, "r3", None, "journal").await;
+    let dir = target.join("journal");
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (dir, stop) = (dir.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut files: Vec<std::fs::File> = (0..FILES)
+                .map(|i| {
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(dir.join(format!("f{i}")))
+                        .unwrap()
+                })
+                .collect();
+            let mut k = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let f = &mut files[(k % FILES) as usize];
+                f.write_all(format!("{k:08}\n").as_bytes()).unwrap();
+                f.sync_data().unwrap();
+                k += 1;
+            }
+            k
+        })
+    };
+    let mut snaps = Vec::new();
+    for i in 0..3 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let s = pool
+            .snapshot_create(name, &format!("journal-{i}"), "journal", 0)
+            .await
+            .unwrap();
+        assert!(s.ready, "snapshot {i} was not made on the bricks: {s:?}");
+        snaps.push(target.join(format!(".glusterkube-snapshots/journal-{i}/data")));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    // On this pool (gluster's quota) the restore goes through the volume.
+    assert!(
+        pool.fill_dir(
+            name,
+            "journal-restored",
+            &Source::Snapshot("journal-1".into()),
+            120
+        )
+        .await
+        .unwrap(),
+        "the restore did not end within 120 s"
+    );
+    snaps.push(target.join("journal-restored"));
+    let mut highest = Vec::new();
+    for copy in &snaps {
+        let mut held = std::collections::BTreeSet::new();
+        for i in 0..FILES {
+            let text = std::fs::read_to_string(copy.join(format!("f{i}"))).unwrap_or_default();
+            let mut lines = text.split_inclusive('\n').peekable();
+            let mut want = i;
+            while let Some(line) = lines.next() {
+                let record = format!("{want:08}\n");
+                if line == record {
+                    held.insert(want);
+                    want += FILES;
+                } else {
+                    // Only the last, part of the next record, may be short.
+                    assert!(
+                        lines.peek().is_none() && record.starts_with(line),
+                        "{}: f{i} holds {line:?} where record {want} belongs",
+                        copy.display()
+                    );
+                }
+            }
+        }
+        let top = held.iter().next_back().copied().unwrap_or(0);
+        let missing: Vec<u64> = (0..top).filter(|k| !held.contains(k)).collect();
+        assert!(
+            missing.is_empty(),
+            "{}: records {missing:?} are missing below record {top}",
+            copy.display()
+        );
+        highest.push(top);
+    }
+    assert!(
+        highest[0] > 0 && highest[2] < written,
+        "records held {highest:?}, {written} written"
+    );
+    mount::unmount(&target).ok();
 }
 
 /// A snapshot and a restore copied on the bricks by the CSI controller's code, on disperse
@@ -209,40 +349,14 @@ async fn agent_manages_three_real_glusterd_nodes_over_mtls() {
 /// all): read back equal through gluster, every brick's copy sharing its blocks with its
 /// source, nothing left to heal, and the snapshot unchanged when its source changes.
 async fn snapshot_and_restore_on_bricks(agents: &AgentSet, net: &GlusterNet, volume: &str) {
-    use gk_csi::backend::{Pool, Source};
-    let mut nodes = Vec::new();
-    for i in 0..3 {
-        nodes.push(agents.client(i).await.unwrap());
-    }
-    let mut pool = Pool {
-        agent: agents.client(0).await.unwrap(),
-        nodes,
-        volume: volume.into(),
-        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
-        tls: false,
-        tls_secret: None,
-        total_bytes: None,
-        profile: None,
-    };
+    use gk_csi::backend::Source;
+    let mut pool = csi_pool(agents, net, volume).await;
     let name = format!("pool {volume}");
     pool.create_dir(&name, "snap-src", 64 << 20).await.unwrap();
     pool.create_dir(&name, "snap-restored", 64 << 20)
         .await
         .unwrap();
-    let target = net.scratch_dir(&format!("snap-{volume}")).unwrap();
-    let log = net
-        .scratch_dir("logs")
-        .unwrap()
-        .join(format!("snap-{volume}.log"));
-    let source = MountSource {
-        servers: pool.servers.clone(),
-        volume: volume.into(),
-        subdir: None,
-    };
-    net.client_mounter()
-        .mount(&source, &target, &log, &[])
-        .await
-        .unwrap();
+    let target = mount_of(net, volume, None, &format!("snap-{volume}")).await;
     let src = target.join("snap-src");
     for i in 0..24u64 {
         let dir = src.join(format!("d{}", i % 3));
@@ -294,8 +408,19 @@ async fn snapshot_and_restore_on_bricks(agents: &AgentSet, net: &GlusterNet, vol
         "{volume}: not every node's copy shares blocks with its source"
     );
 
-    // The source changes; the snapshot does not.
+    // The source changes (rewritten, written in place over blocks it shares with the
+    // snapshot, removed); the snapshot does not.
     std::fs::write(src.join("d0/f3"), b"changed").unwrap();
+    {
+        use std::io::{Seek, SeekFrom};
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(src.join("d1/f1"))
+            .unwrap();
+        f.seek(SeekFrom::Start(1000)).unwrap();
+        f.write_all(b"written in place").unwrap();
+        f.sync_all().unwrap();
+    }
     std::fs::remove_file(src.join("d1/f4")).unwrap();
     assert_eq!(
         gk_testenv::tree_sums(&copy),
@@ -303,9 +428,25 @@ async fn snapshot_and_restore_on_bricks(agents: &AgentSet, net: &GlusterNet, vol
         "{volume}: the snapshot followed its source"
     );
 
-    // The restored PV's directory as a PV sized by project quota has it on every brick
-    // (XFS keeps project ids without quota accounting, so this machine can show it): what
-    // is restored into it must take its project.
+    // A restore is copied on the bricks only into a PV sized by the bricks' project
+    // quotas. This machine's kernel has no XFS quota accounting, but XFS keeps project ids
+    // without it: the volume is marked as sized by projects, and the restored PV's
+    // directory given a project on every brick, as the agent does on such a pool. What is
+    // restored into it must take its project.
+    let option = (
+        gk_agent_proto::pv_quota::OPTION.to_string(),
+        gk_agent_proto::pv_quota::PROJECT.to_string(),
+    );
+    let set = pool
+        .agent
+        .volume_set(VolumeSetRequest {
+            name: volume.into(),
+            options: HashMap::from([option.clone()]),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(set.rejected.is_empty(), "{set:?}");
     for n in net.nodes() {
         let dir = n.brick_root().join(format!("{volume}-0/snap-restored"));
         let set = std::process::Command::new("xfs_io")
@@ -317,6 +458,14 @@ async fn snapshot_and_restore_on_bricks(agents: &AgentSet, net: &GlusterNet, vol
     }
     let filled = pool
         .fill_dir(&name, "snap-restored", &Source::Snapshot("s1".into()), 0)
+        .await
+        .unwrap();
+    // Back to gluster's quota (gluster cannot reset a user option, only set it).
+    pool.agent
+        .volume_set(VolumeSetRequest {
+            name: volume.into(),
+            options: HashMap::from([(option.0, gk_agent_proto::pv_quota::GLUSTER.to_string())]),
+        })
         .await
         .unwrap();
     assert!(filled, "{volume}: the restore was not made on the bricks");
@@ -361,20 +510,7 @@ async fn snapshot_and_restore_on_bricks(agents: &AgentSet, net: &GlusterNet, vol
 /// holds an fsync until its timeout (set by VolumeBarrier) lifts it, and turning it off
 /// afterwards is refused, which is how the controller knows its copy is not to be used.
 async fn a_barrier_left_on_lifts_itself(c: &mut Client, net: &GlusterNet, volume: &str) {
-    let target = net.scratch_dir(&format!("barrier-{volume}")).unwrap();
-    let log = net
-        .scratch_dir("logs")
-        .unwrap()
-        .join(format!("barrier-{volume}.log"));
-    let source = MountSource {
-        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
-        volume: volume.into(),
-        subdir: None,
-    };
-    net.client_mounter()
-        .mount(&source, &target, &log, &[])
-        .await
-        .unwrap();
+    let target = mount_of(net, volume, None, &format!("barrier-{volume}")).await;
     let barrier = |enable| VolumeBarrierRequest {
         volume: volume.into(),
         enable,
@@ -907,17 +1043,7 @@ async fn quota_fast_writer(c: &mut Client, net: &GlusterNet) {
     })
     .await
     .unwrap();
-    let target = net.scratch_dir("pvc-fast").unwrap();
-    let log = net.scratch_dir("logs").unwrap().join("pvc-fast.log");
-    let source = MountSource {
-        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
-        volume: "r3".into(),
-        subdir: Some("pvc-fast".into()),
-    };
-    net.client_mounter()
-        .mount(&source, &target, &log, &[])
-        .await
-        .unwrap();
+    let target = mount_of(net, "r3", Some("pvc-fast"), "pvc-fast").await;
     let started = Instant::now();
     let file = target.join("fill");
     let (synced, err) = tokio::task::spawn_blocking(move || {
@@ -1027,17 +1153,7 @@ async fn quota_subdirectory(c: &mut Client, net: &GlusterNet) {
     );
     assert_eq!(code, Code::NotFound);
 
-    let target = net.scratch_dir("pvc-a").unwrap();
-    let log = net.scratch_dir("logs").unwrap().join("pvc-a.log");
-    let source = MountSource {
-        servers: net.nodes().iter().map(|n| n.address.clone()).collect(),
-        volume: "r3".into(),
-        subdir: Some("pvc-a".into()),
-    };
-    net.client_mounter()
-        .mount(&source, &target, &log, &[])
-        .await
-        .unwrap();
+    let target = mount_of(net, "r3", Some("pvc-a"), "pvc-a").await;
     let st = nix::sys::statvfs::statvfs(&target).unwrap();
     let size = st.blocks() as u64 * st.fragment_size() as u64;
     assert_eq!(
@@ -1161,6 +1277,10 @@ async fn quota_subdirectory(c: &mut Client, net: &GlusterNet) {
     // A limit that is enforced but was never registered with glusterd (the agent stopped with
     // the registration queued) is registered when the agent next mounts the volume.
     let own = net.scratch_dir("lost-registration").unwrap();
+    let log = net
+        .scratch_dir("logs")
+        .unwrap()
+        .join("lost-registration.log");
     let source = MountSource {
         servers: vec![net.nodes()[0].address.clone()],
         volume: "r3".into(),

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use gk_agent_proto::v1::subdir_fill_request::From as FillFrom;
 use gk_agent_proto::v1::{
-    BrickCopyRequest, BrickCopyResponse, CopyStage, Snapshot, SnapshotCreateRequest,
-    SubdirFillRequest, VolumeBarrierRequest, VolumeRequest,
+    BrickCopyPhase, BrickCopyRequest, BrickCopyResponse, CopyStage, Snapshot,
+    SnapshotCreateRequest, SubdirFillRequest, VolumeBarrierRequest, VolumeRequest,
 };
 use tonic::Status;
 
@@ -22,10 +22,14 @@ const COPY_WAIT: Duration = Duration::from_secs(25);
 const PROBE_WAIT: Duration = Duration::from_secs(10);
 
 /// Why a copy cannot be made on the bricks, from what every node's agent answered to a
-/// probe (or why it did not) and the volume's pending heals: None when it can.
+/// probe (or why it did not) and the volume's pending heals: None when it can. A copy into
+/// a PV (`into_pv`: a restore or a clone) also needs the PV sized by the bricks' project
+/// quotas: gluster's quota counts only what passes through the volume, and a copy it did
+/// not count would let the PV hold more than its size.
 pub fn refusal(
     probes: &[Result<BrickCopyResponse, String>],
     pending_heals: Result<u64, String>,
+    into_pv: bool,
 ) -> Option<String> {
     if probes.is_empty() {
         return Some("no agent of the pool's other nodes is known".into());
@@ -51,6 +55,13 @@ pub fn refusal(
     if !missing.is_empty() {
         return Some(format!("no agent answered for bricks {missing:?}"));
     }
+    if into_pv && !probes.iter().flatten().all(|p| p.project_quota) {
+        return Some(
+            "the pool sizes its PVs with gluster's quota, which counts only what passes \
+             through the volume"
+                .into(),
+        );
+    }
     match pending_heals {
         Ok(0) => None,
         Ok(n) => Some(format!("{n} entries wait to be healed")),
@@ -71,9 +82,9 @@ pub fn all_copied(answers: &[BrickCopyResponse]) -> Result<(), String> {
 }
 
 impl Pool {
-    /// Asks every node whether the volume's bricks can copy `source`, and the volume's
-    /// pending heals; the reason when they cannot.
-    async fn brick_copy_refusal(&mut self, source: &str) -> Option<String> {
+    /// Asks every node whether the volume's bricks can copy `source` into a PV (`into_pv`)
+    /// or a snapshot, and the volume's pending heals; the reason when they cannot.
+    async fn brick_copy_refusal(&mut self, source: &str, into_pv: bool) -> Option<String> {
         let volume = self.volume.clone();
         let probes = futures::future::join_all(self.nodes.iter_mut().map(|n| {
             let asked = n.brick_copy(BrickCopyRequest {
@@ -81,6 +92,7 @@ impl Pool {
                 source: source.to_string(),
                 target: "snapshot:probe".into(),
                 probe: true,
+                phase: BrickCopyPhase::All as i32,
             });
             async move {
                 match tokio::time::timeout(PROBE_WAIT, asked).await {
@@ -91,7 +103,7 @@ impl Pool {
             }
         }))
         .await;
-        if let Some(why) = refusal(&probes, Ok(0)) {
+        if let Some(why) = refusal(&probes, Ok(0), into_pv) {
             return Some(why);
         }
         let heals = self
@@ -109,11 +121,48 @@ impl Pool {
                     Err("a brick is not connected".into())
                 }
             });
-        refusal(&probes, heals)
+        refusal(&probes, heals, into_pv)
     }
 
-    /// The copy itself: the barrier on while `source` is live, every node's bricks copied,
-    /// the barrier off whatever happened.
+    /// Asks every node to run `phase` of the copy; what each answered, or the first failure.
+    async fn on_every_node(
+        &mut self,
+        pool: &(dyn Display + Sync),
+        source: &str,
+        target: &str,
+        phase: BrickCopyPhase,
+    ) -> Result<Vec<BrickCopyResponse>, Status> {
+        let volume = self.volume.clone();
+        let answers = futures::future::join_all(self.nodes.iter_mut().map(|n| {
+            let asked = n.brick_copy(BrickCopyRequest {
+                volume: volume.clone(),
+                source: source.to_string(),
+                target: target.to_string(),
+                probe: false,
+                phase: phase as i32,
+            });
+            async move {
+                match tokio::time::timeout(COPY_WAIT, asked).await {
+                    Ok(Ok(r)) => Ok(r.into_inner()),
+                    Ok(Err(s)) => Err(s.message().to_string()),
+                    Err(_) => Err(format!("no answer in {}s", COPY_WAIT.as_secs())),
+                }
+            }
+        }))
+        .await;
+        let answers: Vec<BrickCopyResponse> = answers
+            .into_iter()
+            .collect::<Result<_, String>>()
+            .map_err(|e| Status::unavailable(format!("pool {pool}: copying on the bricks: {e}")))?;
+        all_copied(&answers).map_err(|e| {
+            Status::unavailable(format!("pool {pool}: copying {source} on the bricks: {e}"))
+        })?;
+        Ok(answers)
+    }
+
+    /// The copy itself: the barrier on while `source` is live and every node clones its
+    /// bricks' part, the barrier off whatever happened, then every node gives its clones
+    /// their own gfids and moves them into `target`.
     async fn copy_on_bricks(
         &mut self,
         pool: &(dyn Display + Sync),
@@ -132,41 +181,42 @@ impl Pool {
                 .await
                 .map_err(|s| agent_status(pool, s))?;
         }
-        let answers = futures::future::join_all(self.nodes.iter_mut().map(|n| {
-            let asked = n.brick_copy(BrickCopyRequest {
-                volume: volume.clone(),
-                source: source.to_string(),
-                target: target.to_string(),
-                probe: false,
-            });
-            async move {
-                match tokio::time::timeout(COPY_WAIT, asked).await {
-                    Ok(Ok(r)) => Ok(r.into_inner()),
-                    Ok(Err(s)) => Err(s.message().to_string()),
-                    Err(_) => Err(format!("no answer in {}s", COPY_WAIT.as_secs())),
-                }
-            }
-        }))
-        .await;
-        if live {
-            // Refused when the barrier's timeout lifted it first: the copies may then hold
-            // changes made on some bricks and not others, so they are not used.
-            if let Err(s) = self.agent.volume_barrier(barrier(false)).await {
-                return Err(Status::unavailable(format!(
-                    "pool {pool}: lifting gluster's barrier after copying {source} failed \
-                     ({}); its timeout may have lifted it before the bricks copied, so the \
-                     copy is made again",
-                    s.message()
-                )));
-            }
+        let cloned = self
+            .on_every_node(pool, source, target, BrickCopyPhase::Clone)
+            .await;
+        // Refused when the barrier's timeout lifted it first: the clones may then hold
+        // changes made on some bricks and not others, so they are not used.
+        let lifted = match live {
+            false => Ok(()),
+            true => self
+                .agent
+                .volume_barrier(barrier(false))
+                .await
+                .map(|_| ())
+                .map_err(|s| {
+                    Status::unavailable(format!(
+                        "pool {pool}: lifting gluster's barrier after copying {source} failed \
+                         ({}); its timeout may have lifted it before the bricks copied, so \
+                         the copy is made again",
+                        s.message()
+                    ))
+                }),
+        };
+        let finished = match (cloned, lifted) {
+            (Ok(_), Ok(())) => self
+                .on_every_node(pool, source, target, BrickCopyPhase::Finish)
+                .await
+                .map(|_| ()),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+        if finished.is_err() {
+            // Best effort: what a node staged and will not finish goes; a node that does not
+            // answer now removes it when the same copy is tried again.
+            let _ = self
+                .on_every_node(pool, source, target, BrickCopyPhase::Discard)
+                .await;
         }
-        let answers: Vec<BrickCopyResponse> = answers
-            .into_iter()
-            .collect::<Result<_, String>>()
-            .map_err(|e| Status::unavailable(format!("pool {pool}: copying on the bricks: {e}")))?;
-        all_copied(&answers).map_err(|e| {
-            Status::unavailable(format!("pool {pool}: copying {source} on the bricks: {e}"))
-        })
+        finished
     }
 
     /// A snapshot of `dir` made on the bricks; None when it must be copied through the
@@ -178,7 +228,7 @@ impl Pool {
         dir: &str,
     ) -> Result<Option<Snapshot>, Status> {
         let source = format!("/{dir}");
-        if let Some(why) = self.brick_copy_refusal(&source).await {
+        if let Some(why) = self.brick_copy_refusal(&source, false).await {
             tracing::info!(%pool, snapshot = name, why, "snapshot copied through the volume");
             return Ok(None);
         }
@@ -232,7 +282,7 @@ impl Pool {
             ),
             Source::Dir(d) => (format!("/{d}"), FillFrom::Subdir(format!("/{d}")), true),
         };
-        if let Some(why) = self.brick_copy_refusal(&source).await {
+        if let Some(why) = self.brick_copy_refusal(&source, true).await {
             tracing::info!(%pool, dir, why, "filled through the volume");
             return Ok(false);
         }
@@ -283,6 +333,7 @@ mod tests {
             copied: bricks.iter().map(|s| s.to_string()).collect(),
             reflink,
             entries: 0,
+            project_quota: false,
         })
     }
 
@@ -295,18 +346,33 @@ mod tests {
             node(&["b:/b"], &ALL, true),
             node(&["c:/b"], &ALL, true),
         ];
-        assert_eq!(refusal(&every, Ok(0)), None);
-        assert!(refusal(&every, Ok(3)).unwrap().contains("3 entries"));
-        assert!(refusal(&every, Err("x".into()))
+        assert_eq!(refusal(&every, Ok(0), false), None);
+        assert!(refusal(&every, Ok(3), false).unwrap().contains("3 entries"));
+        assert!(refusal(&every, Err("x".into()), false)
             .unwrap()
             .contains("unknown"));
-        assert!(refusal(&[], Ok(0)).is_some());
+        assert!(refusal(&[], Ok(0), false).is_some());
+        // Into a PV only where the bricks' project quotas size it.
+        assert!(refusal(&every, Ok(0), true)
+            .unwrap()
+            .contains("gluster's quota"));
+        let projects: Vec<_> = every
+            .iter()
+            .cloned()
+            .map(|p| {
+                p.map(|mut r| {
+                    r.project_quota = true;
+                    r
+                })
+            })
+            .collect();
+        assert_eq!(refusal(&projects, Ok(0), true), None);
         let no_reflink = vec![
             node(&["a:/b"], &ALL, false),
             every[1].clone(),
             every[2].clone(),
         ];
-        assert!(refusal(&no_reflink, Ok(0))
+        assert!(refusal(&no_reflink, Ok(0), false)
             .unwrap()
             .contains("cannot clone files"));
         let silent = vec![
@@ -314,9 +380,11 @@ mod tests {
             Err("unavailable".into()),
             every[2].clone(),
         ];
-        assert!(refusal(&silent, Ok(0)).unwrap().contains("did not answer"));
+        assert!(refusal(&silent, Ok(0), false)
+            .unwrap()
+            .contains("did not answer"));
         let unknown = vec![every[0].clone(), every[2].clone()];
-        assert!(refusal(&unknown, Ok(0)).unwrap().contains("b:/b"));
+        assert!(refusal(&unknown, Ok(0), false).unwrap().contains("b:/b"));
     }
 
     #[test]

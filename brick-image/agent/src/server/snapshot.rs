@@ -511,6 +511,7 @@ impl<R: CommandRunner + 'static> Agent<R> {
             volume_bricks: v.bricks.iter().map(|b| b.brick.to_string()).collect(),
             bricks: mine.iter().map(|b| b.to_string()).collect(),
             reflink: true,
+            project_quota: crate::projects::volume::by_projects(&v),
             ..Default::default()
         };
         for b in &mine {
@@ -531,17 +532,37 @@ impl<R: CommandRunner + 'static> Agent<R> {
             .lock(&format!("brick-copy:{volume}:{}", req.target))
             .await;
         let copy_id = format!("{}<-{}", req.target, req.source);
+        let phase = BrickCopyPhase::try_from(req.phase)
+            .map_err(|_| AgentError::invalid("phase", "is not a known phase"))?;
+        let started = std::time::Instant::now();
         for b in &mine {
             let root = Path::new(&b.path);
-            let src = root.join(&source);
-            if !src.is_dir() {
-                continue;
+            let (src, dst) = (root.join(&source), root.join(&target));
+            let copied = match phase {
+                BrickCopyPhase::Clone if src.is_dir() => {
+                    on_bricks::clone(root, &src, &dst, &copy_id).await?;
+                    true
+                }
+                BrickCopyPhase::Finish if on_bricks::staged(root, &copy_id) => {
+                    reply.entries += on_bricks::finish(root, &dst, &copy_id).await?.entries;
+                    true
+                }
+                BrickCopyPhase::Discard if on_bricks::staged(root, &copy_id) => {
+                    on_bricks::abandon(root, &copy_id).await?;
+                    true
+                }
+                BrickCopyPhase::All if src.is_dir() => {
+                    on_bricks::clone(root, &src, &dst, &copy_id).await?;
+                    reply.entries += on_bricks::finish(root, &dst, &copy_id).await?.entries;
+                    true
+                }
+                _ => false,
+            };
+            if copied {
+                reply.copied.push(b.to_string());
             }
-            let c = on_bricks::copy(root, &src, &root.join(&target), &copy_id).await?;
-            reply.entries += c.entries;
-            reply.copied.push(b.to_string());
         }
-        tracing::info!(%volume, source = %req.source, target = %req.target, bricks = reply.copied.len(), entries = reply.entries, "copied on the bricks");
+        tracing::info!(%volume, source = %req.source, target = %req.target, phase = phase.as_str_name(), bricks = reply.copied.len(), entries = reply.entries, seconds = started.elapsed().as_secs_f64(), "copied on the bricks");
         Ok(Response::new(reply))
     }
 

@@ -190,20 +190,8 @@ pub struct Copied {
     pub entries: u64,
 }
 
-/// Copies `source` (a directory on `brick`) into the existing, empty directory `target` on
-/// the same brick, by reflink, and gives every copied entry its own gfid and handle.
-/// `copy_id` names the copy (the same on every brick): the new gfids derive from it.
-///
-/// The copy is made in a staging directory under the brick's `.glusterfs`, out of
-/// gluster's sight, and moved into `target` once every entry has its own gfid: a copy cut
-/// short never shows gluster two entries with one gfid.
-pub async fn copy(
-    brick: &Path,
-    source: &Path,
-    target: &Path,
-    copy_id: &str,
-) -> Result<Copied, AgentError> {
-    let what = format!("copying {} to {}", source.display(), target.display());
+/// The gfid of `target` on this brick, which must be there and empty.
+fn empty_target(brick: &Path, target: &Path) -> Result<[u8; 16], AgentError> {
     let root_gfid = gfid_of(target)?.ok_or_else(|| {
         AgentError::Precondition(format!(
             "{} has no gfid on this brick yet: make it through the volume first",
@@ -211,7 +199,7 @@ pub async fn copy(
         ))
     })?;
     if std::fs::read_dir(target)
-        .map_err(io(what.clone()))?
+        .map_err(io(format!("listing {}", target.display())))?
         .next()
         .is_some()
     {
@@ -221,6 +209,22 @@ pub async fn copy(
             brick.display()
         )));
     }
+    Ok(root_gfid)
+}
+
+/// The first half of a copy of `source` (a directory on `brick`) into the existing, empty
+/// directory `target` on the same brick: the source cloned by reflink into a staging
+/// directory under the brick's `.glusterfs`, out of gluster's sight. Only this half reads
+/// the source, so only it needs gluster's barrier. `copy_id` names the copy (the same on
+/// every brick).
+pub async fn clone(
+    brick: &Path,
+    source: &Path,
+    target: &Path,
+    copy_id: &str,
+) -> Result<(), AgentError> {
+    let what = format!("copying {} to {}", source.display(), target.display());
+    empty_target(brick, target)?;
     let staging = staging_dir(brick, copy_id);
     {
         let (brick, staging) = (brick.to_path_buf(), staging.clone());
@@ -255,9 +259,29 @@ pub async fn copy(
             source: std::io::Error::other(err.lines().next().unwrap_or("").trim().to_string()),
         });
     }
+    Ok(())
+}
+
+/// Removes what the copy `copy_id` staged on `brick`, with the handles it made.
+pub async fn abandon(brick: &Path, copy_id: &str) -> Result<(), AgentError> {
+    let (brick, staging) = (brick.to_path_buf(), staging_dir(brick, copy_id));
+    blocking(move || discard(&brick, &staging)).await
+}
+
+/// Whether [`clone`] staged the copy `copy_id` on `brick`.
+pub fn staged(brick: &Path, copy_id: &str) -> bool {
+    staging_dir(brick, copy_id).is_dir()
+}
+
+/// The second half: every staged entry given its own gfid and handle (the gfids derive from
+/// `copy_id` and the source entry's), then moved into `target`. A copy cut short never
+/// shows gluster two entries with one gfid.
+pub async fn finish(brick: &Path, target: &Path, copy_id: &str) -> Result<Copied, AgentError> {
+    let root_gfid = empty_target(brick, target)?;
+    let staging = staging_dir(brick, copy_id);
     let (b, st, t, id) = (
         brick.to_path_buf(),
-        staging.clone(),
+        staging,
         target.to_path_buf(),
         copy_id.to_string(),
     );
