@@ -15,8 +15,8 @@ use crate::rebalance::{parse_rebalance_status, parse_remove_brick_status};
 use crate::status::parse_volume_status;
 use crate::xml::{parse_volume_info, parse_volume_list};
 use crate::{
-    validate_volume_name, Brick, BrickHeal, BrickHealEntries, CommandRunner, Gluster, GlusterError,
-    QuotaEntry, RebalanceStatus, Volume, VolumeLayout, VolumeStatus,
+    validate_volume_name, Brick, BrickHeal, BrickHealEntries, CommandOutput, CommandRunner,
+    Gluster, GlusterError, QuotaEntry, RebalanceStatus, Volume, VolumeLayout, VolumeStatus,
 };
 
 fn words(parts: &[&str]) -> Vec<String> {
@@ -137,19 +137,7 @@ impl<R: CommandRunner> Gluster<R> {
         let word = if enable { "enable" } else { "disable" };
         let args = words(&["volume", "barrier", name, word]);
         let out = self.run_raw(&args).await?;
-        if out.success && out.stdout.contains("command successful") {
-            return Ok(());
-        }
-        let said = [out.stderr.trim(), out.stdout.trim()]
-            .into_iter()
-            .find(|t| !t.is_empty())
-            .unwrap_or("no answer");
-        Err(GlusterError::Command {
-            command: args.join(" "),
-            ret: -1,
-            errno: 0,
-            message: said.lines().next().unwrap_or(said).to_string(),
-        })
+        barrier_verdict(&args, &out)
     }
 
     /// Returns one volume option to its default.
@@ -470,6 +458,25 @@ impl<R: CommandRunner> Gluster<R> {
     }
 }
 
+/// What `volume barrier` answered: its CLI has no XML output, so its plain words are read
+/// ("volume barrier: command successful" on stdout, or "command unsuccessful : WHY" on
+/// stderr).
+fn barrier_verdict(args: &[String], out: &CommandOutput) -> Result<(), GlusterError> {
+    if out.success && out.stdout.contains("command successful") {
+        return Ok(());
+    }
+    let said = [out.stderr.trim(), out.stdout.trim()]
+        .into_iter()
+        .find(|t| !t.is_empty())
+        .unwrap_or("no answer");
+    Err(GlusterError::Command {
+        command: args.join(" "),
+        ret: -1,
+        errno: 0,
+        message: said.lines().next().unwrap_or(said).to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -530,6 +537,46 @@ mod tests {
 
     fn b(s: &str) -> Brick {
         Brick::parse(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_barrier_succeeds_only_on_the_cli_saying_so() {
+        let ok = script(vec![(
+            "volume barrier pool enable",
+            xml("volume barrier: command successful\n"),
+        )]);
+        ok.volume_barrier("pool", true).await.unwrap();
+        assert_eq!(seen(&ok), ["volume barrier pool enable"]);
+
+        let refused = script(vec![(
+            "volume barrier pool disable",
+            CommandOutput {
+                success: false,
+                stdout: String::new(),
+                stderr: "volume barrier: command unsuccessful : Failed to reconfigure barrier.\n"
+                    .into(),
+            },
+        )]);
+        match refused.volume_barrier("pool", false).await.unwrap_err() {
+            GlusterError::Command {
+                command, message, ..
+            } => {
+                assert_eq!(command, "volume barrier pool disable");
+                assert!(
+                    message.contains("Failed to reconfigure barrier"),
+                    "{message}"
+                );
+            }
+            other => panic!("expected the CLI's refusal, got {other:?}"),
+        }
+
+        // A zero exit without the words is not taken as done.
+        let silent = script(vec![("volume barrier pool enable", xml(""))]);
+        assert!(silent.volume_barrier("pool", true).await.is_err());
+        assert_eq!(
+            field(silent.volume_barrier("bad name", true).await.unwrap_err()),
+            "volume name"
+        );
     }
 
     #[tokio::test]

@@ -922,7 +922,7 @@ async fn copied_on_bricks(env: &Env, source: &str, copy: &str, entries: &[&str])
                     c.display()
                 );
             }
-            if m.is_file() && m.len() > 0 && source.starts_with("pvc-snap-src") {
+            if m.is_file() && m.len() > 0 {
                 let out = std::process::Command::new("filefrag")
                     .arg("-v")
                     .arg(&c)
@@ -942,13 +942,13 @@ async fn copied_on_bricks(env: &Env, source: &str, copy: &str, entries: &[&str])
             "{rel}: the bricks gave the copy different gfids"
         );
     }
-    let staged = env.net.nodes()[0]
-        .brick_root()
-        .join("pool/.glusterfs/glusterkube-copies");
-    let left: Vec<_> = std::fs::read_dir(&staged)
-        .map(|d| d.map(|e| e.unwrap().path()).collect())
-        .unwrap_or_default();
-    assert!(left.is_empty(), "staging left behind: {left:?}");
+    for n in env.net.nodes() {
+        let staged = n.brick_root().join("pool/.glusterfs/glusterkube-copies");
+        let left: Vec<_> = std::fs::read_dir(&staged)
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "staging left behind: {left:?}");
+    }
     let heal = env
         ._agents
         .client(0)

@@ -85,31 +85,16 @@ impl Pool {
     /// Asks every node whether the volume's bricks can copy `source` into a PV (`into_pv`)
     /// or a snapshot, and the volume's pending heals; the reason when they cannot.
     async fn brick_copy_refusal(&mut self, source: &str, into_pv: bool) -> Option<String> {
-        let volume = self.volume.clone();
-        let probes = futures::future::join_all(self.nodes.iter_mut().map(|n| {
-            let asked = n.brick_copy(BrickCopyRequest {
-                volume: volume.clone(),
-                source: source.to_string(),
-                target: "snapshot:probe".into(),
-                probe: true,
-                phase: BrickCopyPhase::All as i32,
-            });
-            async move {
-                match tokio::time::timeout(PROBE_WAIT, asked).await {
-                    Ok(Ok(r)) => Ok(r.into_inner()),
-                    Ok(Err(s)) => Err(s.message().to_string()),
-                    Err(_) => Err(format!("no answer in {}s", PROBE_WAIT.as_secs())),
-                }
-            }
-        }))
-        .await;
+        let probes = self
+            .ask_every_node(source, "snapshot:probe", BrickCopyPhase::All, PROBE_WAIT)
+            .await;
         if let Some(why) = refusal(&probes, Ok(0), into_pv) {
             return Some(why);
         }
         let heals = self
             .agent
             .heal_count(VolumeRequest {
-                name: volume.clone(),
+                name: self.volume.clone(),
             })
             .await
             .map(|r| r.into_inner())
@@ -124,6 +109,35 @@ impl Pool {
         refusal(&probes, heals, into_pv)
     }
 
+    /// Asks every node to run `phase` of the copy (a probe when `phase` is All), waiting
+    /// up to `wait` for each; what each answered, in the nodes' order.
+    async fn ask_every_node(
+        &mut self,
+        source: &str,
+        target: &str,
+        phase: BrickCopyPhase,
+        wait: Duration,
+    ) -> Vec<Result<BrickCopyResponse, String>> {
+        let volume = self.volume.clone();
+        futures::future::join_all(self.nodes.iter_mut().map(|n| {
+            let asked = n.brick_copy(BrickCopyRequest {
+                volume: volume.clone(),
+                source: source.to_string(),
+                target: target.to_string(),
+                probe: phase == BrickCopyPhase::All,
+                phase: phase as i32,
+            });
+            async move {
+                match tokio::time::timeout(wait, asked).await {
+                    Ok(Ok(r)) => Ok(r.into_inner()),
+                    Ok(Err(s)) => Err(s.message().to_string()),
+                    Err(_) => Err(format!("no answer in {}s", wait.as_secs())),
+                }
+            }
+        }))
+        .await
+    }
+
     /// Asks every node to run `phase` of the copy; what each answered, or the first failure.
     async fn on_every_node(
         &mut self,
@@ -132,25 +146,9 @@ impl Pool {
         target: &str,
         phase: BrickCopyPhase,
     ) -> Result<Vec<BrickCopyResponse>, Status> {
-        let volume = self.volume.clone();
-        let answers = futures::future::join_all(self.nodes.iter_mut().map(|n| {
-            let asked = n.brick_copy(BrickCopyRequest {
-                volume: volume.clone(),
-                source: source.to_string(),
-                target: target.to_string(),
-                probe: false,
-                phase: phase as i32,
-            });
-            async move {
-                match tokio::time::timeout(COPY_WAIT, asked).await {
-                    Ok(Ok(r)) => Ok(r.into_inner()),
-                    Ok(Err(s)) => Err(s.message().to_string()),
-                    Err(_) => Err(format!("no answer in {}s", COPY_WAIT.as_secs())),
-                }
-            }
-        }))
-        .await;
-        let answers: Vec<BrickCopyResponse> = answers
+        let answers: Vec<BrickCopyResponse> = self
+            .ask_every_node(source, target, phase, COPY_WAIT)
+            .await
             .into_iter()
             .collect::<Result<_, String>>()
             .map_err(|e| Status::unavailable(format!("pool {pool}: copying on the bricks: {e}")))?;

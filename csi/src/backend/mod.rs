@@ -409,6 +409,8 @@ impl Pool {
         dir: &str,
         wait_seconds: u32,
     ) -> Result<Snapshot, Status> {
+        // The external snapshotter asks again until the snapshot is ready: a ready one is
+        // answered without probing every node's bricks.
         match self.snapshot(pool, name).await? {
             Some(s) if s.ready && s.source == format!("/{dir}") => return Ok(s),
             _ => {}

@@ -9,6 +9,7 @@
 //! the management mount, and the error mapping (`crate::error`). A new RPC: its message in
 //! the proto, its method in the room it belongs to, one forwarding line below.
 
+mod brick_copy;
 mod bricks;
 mod heal;
 mod inspect;

@@ -13,7 +13,7 @@
 //! it would be in the source. What describes an entry's place (gfid2path, pgfid), gluster's
 //! quota accounting and this project's own records do not travel: they belong to the source.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ pub const GFID: &str = "trusted.gfid";
 /// Whether an extended attribute of a source entry is kept by its copy (the gfid is
 /// replaced, not kept).
 pub fn travels(name: &str) -> bool {
-    const STAYS: [&str; 5] = [
+    const STAYS: [&str; 4] = [
         // Where the entry is: its parent's gfid and its name, wrong for the copy.
         "trusted.gfid2path.",
         "trusted.pgfid.",
@@ -35,8 +35,6 @@ pub fn travels(name: &str) -> bool {
         "trusted.glusterfs.quota.",
         // The source PV's size and what filled it.
         "trusted.glusterkube.",
-        // Gluster's record of the brick itself (only on a brick's root).
-        "trusted.glusterfs.volume-id",
     ];
     name != GFID && !STAYS.iter().any(|p| name.starts_with(p))
 }
@@ -156,9 +154,21 @@ fn remove_xattr(path: &Path, name: &str) -> Result<(), AgentError> {
     }
 }
 
-/// Whether the filesystem holding `brick` clones files (FICLONE), tried on two scratch
-/// files under the brick's `.glusterfs`, where gluster keeps its own files.
+/// Filesystems (by device) that cloned a file once: every snapshot probes each brick, and
+/// a filesystem does not lose reflink while mounted. A refusal is not kept, since it may
+/// be passing (a full disk).
+static CLONES: std::sync::Mutex<BTreeSet<u64>> = std::sync::Mutex::new(BTreeSet::new());
+
+/// Whether the filesystem holding `brick` clones files (FICLONE), tried once per
+/// filesystem on two scratch files under the brick's `.glusterfs`, where gluster keeps
+/// its own files.
 pub fn reflinks(brick: &Path) -> Result<bool, AgentError> {
+    let what = || format!("trying a reflink on {}", brick.display());
+    let dev = std::fs::metadata(brick).map_err(io(what()))?.dev();
+    let known = |c: &BTreeSet<u64>| c.contains(&dev);
+    if CLONES.lock().map(|c| known(&c)).unwrap_or(false) {
+        return Ok(true);
+    }
     let dir = brick.join(".glusterfs");
     let a = dir.join(format!(
         "glusterkube-reflink-probe-{}-a",
@@ -168,7 +178,6 @@ pub fn reflinks(brick: &Path) -> Result<bool, AgentError> {
         "glusterkube-reflink-probe-{}-b",
         std::process::id()
     ));
-    let what = || format!("trying a reflink on {}", brick.display());
     let result = (|| {
         std::fs::write(&a, [0u8; 4096]).map_err(io(what()))?;
         let src = std::fs::File::open(&a).map_err(io(what()))?;
@@ -181,6 +190,9 @@ pub fn reflinks(brick: &Path) -> Result<bool, AgentError> {
     })();
     let _ = std::fs::remove_file(&a);
     let _ = std::fs::remove_file(&b);
+    if let (Ok(true), Ok(mut c)) = (&result, CLONES.lock()) {
+        c.insert(dev);
+    }
     result
 }
 
@@ -510,7 +522,6 @@ mod tests {
             "trusted.glusterfs.quota.size.1",
             "trusted.glusterfs.quota.limit-set.1",
             "trusted.glusterkube.pv-size",
-            "trusted.glusterfs.volume-id",
         ] {
             assert!(!travels(stay), "{stay}");
         }
