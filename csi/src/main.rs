@@ -98,6 +98,11 @@ struct Cli {
     /// start-up, before it reports ready) and repairs them.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=3600))]
     repair_interval_seconds: u64,
+    /// How long a mount pod that serves nothing may have failed (or been orphaned) before
+    /// the node plugin removes it; the plugin looks this often.
+    #[arg(long, env = "GK_REAP_GRACE_SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(5..=3600))]
+    reap_grace_seconds: u64,
     /// The brick agents' port.
     #[arg(long, default_value_t = 24050)]
     agent_port: u16,
@@ -205,7 +210,7 @@ async fn main() -> anyhow::Result<()> {
                 }
             });
             if let Some(pods) = &node.mount_pods {
-                // Mount pods that outlived their reason go: at start, then every minute.
+                // Mount pods that outlived their reason go: at start, then every grace period.
                 let recorder = kube::runtime::events::Recorder::new(
                     pods.client.clone(),
                     kube::runtime::events::Reporter {
@@ -214,13 +219,14 @@ async fn main() -> anyhow::Result<()> {
                     },
                 );
                 let reaping = node.clone();
+                let grace = std::time::Duration::from_secs(cli.reap_grace_seconds);
                 tokio::spawn(async move {
                     loop {
-                        let reaped = reaping.reap(&recorder).await;
+                        let reaped = reaping.reap(&recorder, grace).await;
                         if !reaped.removed.is_empty() || !reaped.failed.is_empty() {
                             tracing::warn!(removed = ?reaped.removed, failed = ?reaped.failed, "reaped mount pods");
                         }
-                        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+                        tokio::time::sleep(grace).await;
                     }
                 });
             }

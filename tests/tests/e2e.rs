@@ -20,6 +20,9 @@ use serde_json::Value;
 const NS: &str = "gk-demo";
 const RELEASE_NS: &str = "glusterkube-system";
 const NODE_DATA: &str = "/var/lib/glusterkube-node";
+/// The node plugins' grace for mount pods that serve nothing (the chart's default is 60 s):
+/// short, so the hostile scenario's orphan goes within seconds of it.
+const REAP_GRACE_SECONDS: u64 = 15;
 
 fn sh(cmd: &str, args: &[&str]) -> std::process::Output {
     Command::new(cmd)
@@ -2129,8 +2132,11 @@ async fn chart_cluster_volume_pvc_and_pods_on_real_nodes() {
         &[
             (
                 "GK_DEMO_HELM_ARGS",
-                "--set operator.refreshSeconds=5 --set operator.rolloutTimeoutSeconds=30 \
-                 --set operator.replicas=2 --set csi.controller.replicas=2",
+                &format!(
+                    "--set operator.refreshSeconds=5 --set operator.rolloutTimeoutSeconds=30 \
+                     --set operator.replicas=2 --set csi.controller.replicas=2 \
+                     --set csi.node.mountPodReapGraceSeconds={REAP_GRACE_SECONDS}"
+                ),
             ),
             ("GK_IMAGES_BUILT", "1"),
         ],

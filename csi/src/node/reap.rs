@@ -22,9 +22,9 @@ use super::mount_pods::{
 use super::NodeService;
 use crate::state::StagedVolume;
 
-/// How long a mount pod may fail before a pass removes it: a stage waits longer than this
-/// for its client only when the pod still starts, and a pod this young may be a stage in
-/// flight.
+/// How long a mount pod may fail before a pass removes it, by default (the node plugin's
+/// `--reap-grace-seconds`): a stage waits longer than this for its client only when the pod
+/// still starts, and a pod this young may be a stage in flight. Passes run this often too.
 pub const GRACE: Duration = Duration::from_secs(60);
 
 /// What a pass knows of one mount pod.
@@ -53,11 +53,16 @@ pub struct Removal {
     pub forget_record: bool,
 }
 
-/// Whether to remove `pod`, given the plugin's record of its volume and whether a live client
-/// serves the staging path. A pod whose client serves is never removed: it may be all that
-/// keeps an application's files reachable.
-pub fn verdict(pod: &PodFacts, record: Option<&StagedVolume>, serving: bool) -> Option<Removal> {
-    if pod.deleting || serving || pod.age < GRACE {
+/// Whether to remove `pod`, given the plugin's record of its volume, whether a live client
+/// serves the staging path, and how long a pod may fail (`grace`). A pod whose client serves
+/// is never removed: it may be all that keeps an application's files reachable.
+pub fn verdict(
+    pod: &PodFacts,
+    record: Option<&StagedVolume>,
+    serving: bool,
+    grace: Duration,
+) -> Option<Removal> {
+    if pod.deleting || serving || pod.age < grace {
         return None;
     }
     let volume = pod.volume_id.as_deref()?;
@@ -157,7 +162,7 @@ pub struct Reaped {
 impl NodeService {
     /// One pass over this node's mount pods: each one [`verdict`] condemns is deleted (its
     /// volume's lock held, so no stage or repair of it runs meanwhile), with a Warning Event.
-    pub async fn reap(&self, recorder: &Recorder) -> Reaped {
+    pub async fn reap(&self, recorder: &Recorder, grace: Duration) -> Reaped {
         let mut done = Reaped::default();
         let Some(pods) = &self.mount_pods else {
             return done;
@@ -189,7 +194,7 @@ impl NodeService {
                 .map(|r| r.staging.clone())
                 .or(f.staging.clone());
             let live = at.as_deref().is_some_and(serving);
-            let Some(removal) = verdict(&f, record.as_ref(), live) else {
+            let Some(removal) = verdict(&f, record.as_ref(), live, grace) else {
                 continue;
             };
             tracing::warn!(pod = %f.name, volume_id = %volume, reason = removal.reason, note = %removal.note, "removing a mount pod");
@@ -272,30 +277,30 @@ mod tests {
 
     #[test]
     fn a_healthy_or_young_or_serving_pod_stays() {
-        assert_eq!(verdict(&pod(), Some(&record()), false), None);
+        assert_eq!(verdict(&pod(), Some(&record()), false, GRACE), None);
         let crashing = PodFacts {
             cannot_start: Some("container client keeps failing".into()),
             ..pod()
         };
         // Its client serves: an application may depend on it.
-        assert_eq!(verdict(&crashing, Some(&record()), true), None);
-        assert_eq!(verdict(&crashing, None, true), None);
+        assert_eq!(verdict(&crashing, Some(&record()), true, GRACE), None);
+        assert_eq!(verdict(&crashing, None, true, GRACE), None);
         // Young: a stage may still be waiting for it.
         let young = PodFacts {
             age: Duration::from_secs(5),
             ..crashing.clone()
         };
-        assert_eq!(verdict(&young, None, false), None);
+        assert_eq!(verdict(&young, None, false, GRACE), None);
         let going = PodFacts {
             deleting: true,
             ..crashing
         };
-        assert_eq!(verdict(&going, None, false), None);
+        assert_eq!(verdict(&going, None, false, GRACE), None);
     }
 
     #[test]
     fn a_pod_of_a_volume_no_longer_staged_goes() {
-        let r = verdict(&pod(), None, false).unwrap();
+        let r = verdict(&pod(), None, false, GRACE).unwrap();
         assert_eq!(r.reason, "MountPodOrphaned");
         assert!(r.note.contains("subdir/storage/pool/pvc-1"), "{}", r.note);
         assert!(!r.forget_record);
@@ -307,7 +312,7 @@ mod tests {
             cannot_start: Some("pod gk-mount-1: container client keeps failing".into()),
             ..pod()
         };
-        let r = verdict(&bad, Some(&record()), false).unwrap();
+        let r = verdict(&bad, Some(&record()), false, GRACE).unwrap();
         assert_eq!(r.reason, "MountPodCannotStart");
         assert!(r.forget_record);
         assert!(r.note.contains("keeps failing"), "{}", r.note);
@@ -319,7 +324,7 @@ mod tests {
             }],
             ..record()
         };
-        let r = verdict(&bad, Some(&published), false).unwrap();
+        let r = verdict(&bad, Some(&published), false, GRACE).unwrap();
         assert!(!r.forget_record);
     }
 
@@ -329,7 +334,7 @@ mod tests {
             staging: Some(PathBuf::from("/var/lib/kubelet/plugins/y/globalmount")),
             ..pod()
         };
-        let r = verdict(&moved, Some(&record()), false).unwrap();
+        let r = verdict(&moved, Some(&record()), false, GRACE).unwrap();
         assert_eq!(r.reason, "MountPodStale");
         assert!(!r.forget_record);
         let other_flags = PodFacts {
@@ -339,7 +344,7 @@ mod tests {
             }),
             ..pod()
         };
-        let r = verdict(&other_flags, Some(&record()), false).unwrap();
+        let r = verdict(&other_flags, Some(&record()), false, GRACE).unwrap();
         assert_eq!(r.reason, "MountPodStale");
         assert!(!r.forget_record);
     }

@@ -15,7 +15,8 @@ use tonic::transport::Channel;
 use tonic::Code;
 
 use super::{
-    mount_pod_of, pv_of, pvc_bound, release_pods, rwx_claim, until, Cluster, NS, RELEASE_NS,
+    mount_pod_of, pv_of, pvc_bound, release_pods, rwx_claim, until, Cluster, NS,
+    REAP_GRACE_SECONDS, RELEASE_NS,
 };
 
 const DRIVER: &str = "gluster.glusterkube.dev";
@@ -150,7 +151,7 @@ spec:
 
 pub async fn hostile_node_requests(k: &Cluster) {
     let started = Instant::now();
-    // The orphan first: the plugin removes a pod only once it is a minute old.
+    // The orphan first: the plugin removes a pod only once it is REAP_GRACE_SECONDS old.
     let image = mount_pod_of(k, &pv_of(k, "shared")).expect("the demo's PV has a mount pod")
         ["spec"]["containers"][0]["image"]
         .as_str()
@@ -473,6 +474,10 @@ pub async fn hostile_node_requests(k: &Cluster) {
         "no MountPodOrphaned event names {GONE_VOLUME}: {events}"
     );
     eprintln!("e2e: the orphaned mount pod was removed {reaped:?} after it was made");
+    assert!(
+        reaped >= Duration::from_secs(REAP_GRACE_SECONDS),
+        "the orphan went {reaped:?} after it was made, before its grace of {REAP_GRACE_SECONDS} s"
+    );
     until(
         "the orphan's release mark withdrawn once it is gone",
         Duration::from_secs(30),
