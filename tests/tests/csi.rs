@@ -368,13 +368,20 @@ impl SanityReport {
 /// acknowledged. Replicas count quota a little apart: a write one brick takes and two refuse
 /// fails AFR's quorum, and the writer may see AFR's quorum error (ENOTCONN) instead of
 /// EDQUOT, on that write or the next one on the same file (gluster 10.3, afr-transaction.c).
-/// Then a new file must be refused with EDQUOT: that tells a full PV from lost bricks.
+/// Then a new file, or its first write, must be refused with EDQUOT: that tells a full PV
+/// from lost bricks.
 fn fill_until_edquot(dir: &Path, limit_mib: usize, most_mib: usize) -> usize {
     let chunk = vec![7u8; 1 << 20];
     let mut written = 0;
     for (attempt, name) in ["fill", "fill-after-quorum-error"].iter().enumerate() {
-        let mut f = std::fs::File::create(dir.join(name))
-            .unwrap_or_else(|e| panic!("create {name} after {written} MiB: {e}"));
+        let mut f = match std::fs::File::create(dir.join(name)) {
+            Ok(f) => f,
+            // The full PV refuses the new file itself (seen once, with the quota VM beside).
+            Err(e) if attempt == 1 && e.raw_os_error() == Some(nix::libc::EDQUOT) => {
+                return written
+            }
+            Err(e) => panic!("create {name} after {written} MiB: {e}"),
+        };
         let err = loop {
             match f.write_all(&chunk).and_then(|_| f.sync_data()) {
                 Ok(()) => written += 1,
