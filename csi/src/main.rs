@@ -98,6 +98,11 @@ struct Cli {
     /// start-up, before it reports ready) and repairs them.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=3600))]
     repair_interval_seconds: u64,
+    /// Whether the repair pass also runs on every change of the node's mount table (a mount
+    /// pod's new gluster client mounting, say), besides its timer.
+    #[arg(long, env = "GK_REPAIR_ON_MOUNT_CHANGE", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    repair_on_mount_change: bool,
     /// How long a mount pod that serves nothing may have failed (or been orphaned) before
     /// the node plugin removes it; the plugin looks this often.
     #[arg(long, env = "GK_REAP_GRACE_SECONDS", default_value_t = 60,
@@ -193,6 +198,13 @@ async fn main() -> anyhow::Result<()> {
             let repairing = node.clone();
             let counted = metrics.clone();
             let every = std::time::Duration::from_secs(cli.repair_interval_seconds);
+            let changed = match cli.repair_on_mount_change {
+                true => Some(
+                    gk_csi::node::mount_events::watch()
+                        .context("watching the mount table (/proc/thread-self/mountinfo)")?,
+                ),
+                false => None,
+            };
             tokio::spawn(async move {
                 loop {
                     let repair = repairing.recover().await;
@@ -206,7 +218,15 @@ async fn main() -> anyhow::Result<()> {
                         );
                     }
                     repairing.ready.store(true, Ordering::Relaxed);
-                    tokio::time::sleep(every).await;
+                    match &changed {
+                        Some(changed) => tokio::select! {
+                            _ = tokio::time::sleep(every) => {}
+                            _ = changed.notified() => {
+                                tokio::time::sleep(gk_csi::node::mount_events::SETTLE).await;
+                            }
+                        },
+                        None => tokio::time::sleep(every).await,
+                    }
                 }
             });
             if let Some(pods) = &node.mount_pods {

@@ -2,6 +2,7 @@
 //! what the kubelet asks of them, and their repair. Each stage has a file of its own; this
 //! one holds the service's state and wires the stages to the gRPC trait.
 
+pub mod mount_events;
 pub mod mount_pods;
 mod publish;
 pub mod reap;
