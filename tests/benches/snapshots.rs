@@ -20,10 +20,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use gk_testenv::k8s::ControlPlane;
+use gk_testenv::demo::{self, until, Demo, NS, STORAGE_CLASS};
 use gk_testenv::repo_root;
 
-const NS: &str = "gk-demo";
 const NODE_DATA: &str = "/var/lib/glusterkube-node";
 
 fn sh(cmd: &str, args: &[&str]) -> String {
@@ -55,103 +54,30 @@ fn load() -> String {
         .to_string()
 }
 
-struct K(ControlPlane);
+/// Runs `script` in a workload pod with `claim` at /data until it ends; its log.
+fn run_pod(k: &Demo, name: &str, claim: &str, script: &str) -> String {
+    k.apply(&demo::workload_pod(name, &[(claim, "/data")], script));
+    // 10,000 files took 19 minutes to write here at load 11 to 15.
+    let phase = until(
+        &format!("{name} ended"),
+        Duration::from_secs(5400),
+        Duration::from_secs(1),
+        || {
+            let phase = k.get("pod", name, "{.status.phase}");
+            (phase == "Succeeded" || phase == "Failed").then_some(phase)
+        },
+    );
+    let log = k.kubectl(&["-n", NS, "logs", name]);
+    assert_eq!(phase, "Succeeded", "{name}: {log}");
+    k.kubectl(&["-n", NS, "delete", "pod", name, "--wait=true"]);
+    log
+}
 
-impl K {
-    fn kubectl(&self, args: &[&str]) -> String {
-        self.0
-            .kubectl(args)
-            .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"))
-    }
-
-    fn apply(&self, yaml: &str) {
-        let f = std::env::temp_dir().join(format!("gk-bench-{}.yaml", std::process::id()));
-        std::fs::write(&f, yaml).unwrap();
-        self.kubectl(&["apply", "-f", f.to_str().unwrap()]);
-        let _ = std::fs::remove_file(&f);
-    }
-
-    fn get(&self, kind: &str, name: &str, path: &str) -> String {
-        self.0
-            .kubectl(&[
-                "-n",
-                NS,
-                "get",
-                kind,
-                name,
-                "-o",
-                &format!("jsonpath={path}"),
-            ])
-            .unwrap_or_default()
-    }
-
-    /// Waits until `kind/name` has `want` at `path`; the time it took.
-    fn wait(&self, kind: &str, name: &str, path: &str, want: &str, limit: Duration) -> Duration {
-        let start = Instant::now();
-        while self.get(kind, name, path) != want {
-            assert!(
-                start.elapsed() < limit,
-                "{kind}/{name} {path} never became {want}"
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        start.elapsed()
-    }
-
-    /// Runs `script` in a workload pod with `claim` at /data; its log.
-    fn run_pod(&self, name: &str, claim: &str, script: &str) -> String {
-        let script = script.replace('\n', "\n          ");
-        self.apply(&format!(
-            r#"apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: {NS}}}
-spec:
-  nodeSelector: {{kubernetes.io/hostname: gk-node-1}}
-  tolerations: [{{key: glusterkube.dev/local-node, operator: Exists, effect: NoSchedule}}]
-  restartPolicy: Never
-  containers:
-    - name: main
-      image: localhost/glusterkube/workload:{version}
-      command: ["/bin/sh", "-c"]
-      args:
-        - |
-          {script}
-      volumeMounts: [{{name: v, mountPath: /data}}]
-  volumes:
-    - {{name: v, persistentVolumeClaim: {{claimName: {claim}}}}}
-"#,
-            version = env!("CARGO_PKG_VERSION"),
-        ));
-        let start = Instant::now();
-        loop {
-            let phase = self.get("pod", name, "{.status.phase}");
-            if phase == "Succeeded" || phase == "Failed" {
-                let log = self.kubectl(&["-n", NS, "logs", name]);
-                assert_eq!(phase, "Succeeded", "{name}: {log}");
-                self.kubectl(&["-n", NS, "delete", "pod", name, "--wait=true"]);
-                return log;
-            }
-            // 10,000 files took 19 minutes to write here at load 11 to 15.
-            assert!(
-                start.elapsed() < Duration::from_secs(5400),
-                "{name} never ended"
-            );
-            std::thread::sleep(Duration::from_secs(1));
-        }
-    }
-
-    fn claim(&self, name: &str, size: &str, source: &str) {
-        self.apply(&format!(
-            r#"apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: {name}, namespace: {NS}}}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: glusterkube-demo
-  resources: {{requests: {{storage: {size}}}}}
-{source}"#
-        ));
-    }
+/// A claim of the demo's subdirectory class, made from `source` (a dataSource line) if any.
+fn claim(k: &Demo, name: &str, size: &str, source: &str) {
+    let mut yaml = demo::rwx_claim(name, STORAGE_CLASS, size);
+    yaml.push_str(source);
+    k.apply(&yaml);
 }
 
 /// Bytes used on the filesystems holding `bricks` (each node's own XFS), after a sync:
@@ -273,16 +199,10 @@ fn main() {
         .trim()
         .is_empty();
 
-    let status = Command::new("bash")
-        .arg(repo_root().join("demo.sh"))
-        .current_dir(repo_root())
-        .status()
-        .unwrap();
-    assert!(status.success(), "demo.sh failed");
-    let k = K(ControlPlane::ensure().unwrap());
+    let k = Demo::up(&[]);
     let mut rows: Vec<[String; 4]> = Vec::new();
 
-    k.claim("bench-src", "2Gi", "");
+    claim(&k, "bench-src", "2Gi", "");
     let bricks = brick_filesystems();
     let empty = brick_bytes(&bricks);
     k.wait(
@@ -293,7 +213,8 @@ fn main() {
         Duration::from_secs(300),
     );
     let l0 = load();
-    let log = k.run_pod(
+    let log = run_pod(
+        &k,
         "bench-writer",
         "bench-src",
         &format!(
@@ -349,7 +270,8 @@ spec:
 
     let l = load();
     let before = brick_bytes(&bricks);
-    k.claim(
+    claim(
+        &k,
         "bench-restored",
         "2Gi",
         "  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: bench-snap}\n",
@@ -370,7 +292,8 @@ spec:
 
     let l = load();
     let before = brick_bytes(&bricks);
-    k.claim(
+    claim(
+        &k,
         "bench-clone",
         "2Gi",
         "  dataSource: {kind: PersistentVolumeClaim, name: bench-src}\n",
@@ -408,11 +331,7 @@ spec:
         "bench-snap",
         "--wait=true",
     ]);
-    let _ = Command::new("bash")
-        .arg(repo_root().join("demo.sh"))
-        .arg("clean")
-        .current_dir(repo_root())
-        .status();
+    Demo::clean();
 
     let l = load();
     let reference = local_reference(files, file_kib);

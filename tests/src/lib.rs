@@ -10,6 +10,7 @@
 
 pub mod agents;
 pub mod bench;
+pub mod demo;
 pub mod deploy;
 pub mod gluster_net;
 pub mod k8s;
