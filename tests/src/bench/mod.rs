@@ -6,6 +6,7 @@
 //! rendered from that JSON by the functions of this module's submodules, so the `bench_docs`
 //! test can render the committed JSON again and fail when a committed table is stale.
 
+pub mod client_crash;
 pub mod cpu;
 pub mod datapath;
 pub mod footprint;
@@ -274,6 +275,7 @@ pub enum Kind {
     Provisioning,
     Footprint,
     Quotas,
+    ClientCrash,
 }
 
 /// Every generated document in docs/benchmarks, by name (`NAME.json` renders into the
@@ -307,6 +309,7 @@ pub fn render_json(kind: Kind, json: &str) -> Result<String, serde_json::Error> 
         Kind::Provisioning => provisioning::render(&serde_json::from_str(json)?),
         Kind::Footprint => footprint::render(&serde_json::from_str(json)?),
         Kind::Quotas => quotas::render(&serde_json::from_str(json)?),
+        Kind::ClientCrash => client_crash::render(&serde_json::from_str(json)?),
     })
 }
 
