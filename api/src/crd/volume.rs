@@ -308,6 +308,12 @@ pub struct ResizeStatus {
     /// rebalance process's last word): the run is stopped and started again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_started_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// Gluster's id of the run that gluster reported when the operator recorded starting the
+    /// next one. While gluster still reports this id, the start never reached it (an answer
+    /// lost, a reconcile cut short): the run is started again, and the old run's result is
+    /// not counted a second time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_replaces: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -180,6 +180,7 @@ pub fn rebalance(s: &RebalanceStatus) -> proto::RebalanceStatusResponse {
                 run_time_secs: n.progress.run_time.as_secs_f64(),
             })
             .collect(),
+        task_id: s.task_id.clone().unwrap_or_default(),
     }
 }
 

@@ -700,6 +700,7 @@ mod tests {
             progressed_at: None,
             checks: 0,
             run_started_at: None,
+            run_replaces: None,
         };
         c.day2.resize = Some(resize(gk_api::crd::MigrationPhase::InProgress));
         let o = c.run();

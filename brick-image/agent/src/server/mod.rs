@@ -341,6 +341,7 @@ fn just_started(
             RebalanceStatusResponse {
                 status: "started".into(),
                 nodes: Vec::new(),
+                task_id: String::new(),
             }
         }
     }

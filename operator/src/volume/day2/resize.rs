@@ -60,6 +60,7 @@ fn pending(operation: ResizeOperation, bricks: &[Brick]) -> ResizeStatus {
         progressed_at: None,
         checks: 0,
         run_started_at: None,
+        run_replaces: None,
     }
 }
 
@@ -212,7 +213,11 @@ async fn rebalance(
     let anchor = &mut agents[0];
     let mut st = runs::rebalance_status(anchor, name).await?;
     let before = r.clone();
-    let mut verdict = progress(r, &st, &anchor.address);
+    // A start recorded and never taken by gluster: the old run's result is not read again.
+    let mut verdict = match runs::unstarted(r, &st) {
+        true => Migration::Start,
+        false => progress(r, &st, &anchor.address),
+    };
     if let Migration::Failed(_) = &verdict {
         let why = failed_files(agents, name, &st).await;
         if plan::rerun(plan::unmoved(&st.status, r.failures as u64), r.reruns) {
@@ -244,9 +249,11 @@ async fn rebalance(
     if verdict == Migration::Start {
         tracing::info!(volume = %name, "starting rebalance");
         r.run_started_at = Some(Time(Timestamp::now()));
+        r.run_replaces = runs::task(&st);
         state::record(ctx, gv, r).await?;
         let anchor = &mut agents[0];
         st = runs::start_rebalance(anchor, name).await?;
+        runs::unstarted(r, &st);
         verdict = match progress(r, &st, &anchor.address) {
             // The run just started can still show the last one's end.
             Migration::Failed(_) | Migration::Done => Migration::Running,
@@ -448,7 +455,12 @@ async fn shrink(
         &anchor.node,
     )?;
     let before = r.clone();
-    match progress(r, &st, &anchor.address) {
+    // A start recorded and never taken by gluster: the old run's result is not read again.
+    let verdict = match runs::unstarted(r, &st) {
+        true => Migration::Start,
+        false => progress(r, &st, &anchor.address),
+    };
+    match verdict {
         Migration::Start => {
             if let Err(why) = safety::check(anchor, vol).await {
                 r.phase = MigrationPhase::Pending;
@@ -468,12 +480,15 @@ async fn shrink(
             }
             r.phase = MigrationPhase::Pending;
             r.run_started_at = Some(Time(Timestamp::now()));
+            r.run_replaces = runs::task(&st);
             save(ctx, gv, r, retired).await?;
             settle::lookups_everywhere(anchor, &name).await?;
             tracing::info!(volume = %name, bricks = ?r.bricks, "starting remove-brick");
             match anchor.client.remove_brick_start(req).await {
                 Ok(st) => {
-                    progress(r, &st.into_inner(), &anchor.address);
+                    let st = st.into_inner();
+                    runs::unstarted(r, &st);
+                    progress(r, &st, &anchor.address);
                     r.phase = MigrationPhase::InProgress;
                     plan::stalled(None, r, Timestamp::now(), ctx.config.migration_stall);
                 }
@@ -582,6 +597,7 @@ mod tests {
         let st = RebalanceStatusResponse {
             status: "completed".into(),
             nodes: vec![node("localhost", 3, 0), node("10.0.0.2", 4, 1)],
+            task_id: String::new(),
         };
         let mut r = super::super::status::tests::resize(
             ResizeOperation::Expand,

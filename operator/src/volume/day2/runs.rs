@@ -58,6 +58,27 @@ pub fn lost(st: &RebalanceStatusResponse, local: &str, r: &ResizeStatus) -> Opti
     plan::lost(nodes, r.run_started_at.as_ref(), Timestamp::now())
 }
 
+/// Gluster's id of the run `st` reports; None when it gives none.
+pub fn task(st: &RebalanceStatusResponse) -> Option<String> {
+    Some(st.task_id.trim())
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+}
+
+/// Whether the run recorded as started (see [`ResizeStatus::run_replaces`]) never reached
+/// gluster: gluster still reports the run it was to replace, whose result was counted
+/// already. Once gluster reports another run (or none), the old one is forgotten.
+pub fn unstarted(r: &mut ResizeStatus, st: &RebalanceStatusResponse) -> bool {
+    match (&r.run_replaces, task(st)) {
+        (Some(old), Some(now)) if *old == now => true,
+        (Some(_), _) => {
+            r.run_replaces = None;
+            false
+        }
+        (None, _) => false,
+    }
+}
+
 /// Gluster's status of volume `name`'s rebalance run (see [`run_status`]).
 pub async fn rebalance_status(
     anchor: &mut NodeAgent,
@@ -99,4 +120,43 @@ pub async fn stop_rebalance(anchor: &mut NodeAgent, name: &str) -> Result<(), Er
 pub async fn warn(ctx: &Context, gv: &GlusterVolume, name: &str, reason: &str, note: &str) {
     tracing::warn!(volume = %name, "{note}");
     events::publish(ctx, gv, events::event(true, reason, "Reconcile", note)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gk_api::crd::{MigrationPhase, ResizeOperation};
+
+    fn status(task_id: &str) -> RebalanceStatusResponse {
+        RebalanceStatusResponse {
+            status: "completed".into(),
+            nodes: Vec::new(),
+            task_id: task_id.into(),
+        }
+    }
+
+    #[test]
+    fn a_start_that_never_reached_gluster_is_told_by_the_old_runs_id() {
+        let mut r = crate::volume::day2::status::tests::resize(
+            ResizeOperation::Expand,
+            MigrationPhase::InProgress,
+        );
+        // Nothing recorded: every answer is the run's own.
+        assert!(!unstarted(&mut r, &status("a")));
+        r.run_replaces = Some("a".into());
+        // Gluster still reports run a: the start recorded after it never reached gluster,
+        // and asking again changes nothing.
+        assert!(unstarted(&mut r, &status("a")));
+        assert!(unstarted(&mut r, &status(" a ")));
+        assert_eq!(r.run_replaces.as_deref(), Some("a"));
+        // Run b is the new one: a is forgotten, and b's answers count from now on.
+        assert!(!unstarted(&mut r, &status("b")));
+        assert_eq!(r.run_replaces, None);
+        assert!(!unstarted(&mut r, &status("a")));
+        // Gluster reporting no run (a glusterd that restarted) is not the old run either.
+        r.run_replaces = Some("a".into());
+        assert!(!unstarted(&mut r, &status("")));
+        assert_eq!(r.run_replaces, None);
+        assert_eq!(task(&status("")), None);
+    }
 }

@@ -2,7 +2,7 @@
 //! moves a file, and once every file has moved, check runs (rebalance again) repeat until
 //! one moves nothing. Only then is the resize Completed, and lookups optimised again.
 
-use gk_agent_proto::v1::VolumeSetRequest;
+use gk_agent_proto::v1::{RebalanceStatusResponse, VolumeSetRequest};
 use gk_api::agents::NodeAgent;
 use gk_api::crd::{GlusterVolume, MigrationPhase, ResizeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -58,12 +58,17 @@ pub async fn run(
     name: &str,
     r: &mut ResizeStatus,
 ) -> Result<(), Error> {
-    if r.checks == 0 {
-        r.checks = 1;
-        return start(ctx, gv, &mut agents[0], name, r).await;
-    }
     let anchor = &mut agents[0];
     let st = runs::rebalance_status(anchor, name).await?;
+    if r.checks == 0 {
+        r.checks = 1;
+        return start(ctx, gv, anchor, name, r, &st).await;
+    }
+    // A check run recorded and never taken by gluster: the run before it is not counted
+    // again; the same check starts.
+    if runs::unstarted(r, &st) {
+        return start(ctx, gv, anchor, name, r, &st).await;
+    }
     let (moved, bytes, failures, skipped, per_node) = totals(&st, &anchor.address);
     match plan::migration(&st.status, failures as u64, skipped as u64, false) {
         Migration::Running => {
@@ -129,19 +134,21 @@ pub async fn run(
             }
         }
     }
-    start(ctx, gv, anchor, name, r).await
+    start(ctx, gv, anchor, name, r, &st).await
 }
 
-/// Starts check run `r.checks`, recorded first.
+/// Starts check run `r.checks`, recorded first with the run gluster reports now (`last`).
 async fn start(
     ctx: &Context,
     gv: &GlusterVolume,
     anchor: &mut NodeAgent,
     name: &str,
     r: &mut ResizeStatus,
+    last: &RebalanceStatusResponse,
 ) -> Result<(), Error> {
     tracing::info!(volume = %name, check = r.checks, "starting a check run");
     r.run_started_at = Some(Time(Timestamp::now()));
+    r.run_replaces = runs::task(last);
     r.message = Some(format!(
         "check run {} of {} started: a rebalance that moves files still off the set gluster \
          looks them up on first",
@@ -149,6 +156,7 @@ async fn start(
         plan::CHECK_RUNS
     ));
     state::record(ctx, gv, r).await?;
-    runs::start_rebalance(anchor, name).await?;
+    let started = runs::start_rebalance(anchor, name).await?;
+    runs::unstarted(r, &started);
     Ok(())
 }

@@ -40,6 +40,7 @@ pub fn run_status(
             Ok(RebalanceStatusResponse {
                 status: "not started".into(),
                 nodes: Vec::new(),
+                task_id: String::new(),
             })
         }
         Err(s) => Err(Error::agent(node, s)),

@@ -78,6 +78,7 @@ pub(crate) mod tests {
             progressed_at: None,
             checks: 0,
             run_started_at: None,
+            run_replaces: None,
         }
     }
 
