@@ -1096,12 +1096,49 @@ async fn quota_fast_writer(c: &mut Client, net: &GlusterNet) {
         synced as f64 / (1u64 << 20) as f64,
         synced as f64 / secs / 1e6
     );
-    c.subdir_delete(SubdirDeleteRequest {
-        volume: "r3".into(),
-        path: "/pvc-fast".into(),
-    })
-    .await
-    .unwrap();
+    // The delete answers once the directory is moved aside; its files go in the background.
+    assert!(
+        c.subdir_delete(SubdirDeleteRequest {
+            volume: "r3".into(),
+            path: "/pvc-fast".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .deleted
+    );
+    for n in net.nodes() {
+        let dir = n.brick_root().join("r3-0/pvc-fast");
+        assert!(
+            !dir.exists(),
+            "{} is still there after SubdirDelete",
+            dir.display()
+        );
+    }
+    let started = std::time::Instant::now();
+    loop {
+        let left: Vec<PathBuf> = net
+            .nodes()
+            .iter()
+            .flat_map(|n| {
+                std::fs::read_dir(n.brick_root().join("r3-0/.glusterkube-trash"))
+                    .map(|d| d.map(|e| e.unwrap().path()).collect::<Vec<_>>())
+                    .unwrap_or_default()
+            })
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the deleted PV is still in the trash: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    eprintln!(
+        "quota: the deleted PV's files were gone from every brick {:.1} s after SubdirDelete",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// glusterd's quota list of `volume`, through the agent.

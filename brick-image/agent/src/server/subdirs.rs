@@ -2,7 +2,13 @@
 //! SubdirExpand, SubdirList, QuotaList, QuotaBacklog (volumes sized by project quotas branch
 //! to `projects`).
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use super::*;
+
+/// Where SubdirDelete moves PV directories to be removed in the background, under the
+/// volume's root (a dot name: never a PV's, and skipped by every listing of PVs).
+pub const TRASH: &str = ".glusterkube-trash";
 
 impl<R: CommandRunner + Clone + 'static> Agent<R> {
     pub(super) async fn subdir_create_rpc(
@@ -103,12 +109,74 @@ impl<R: CommandRunner + Clone + 'static> Agent<R> {
             tracing::warn!(volume = %volume, path = %path, "kept a directory this agent did not make; only its limit was removed");
             return Ok(Response::new(SubdirDeleteResponse { deleted: false }));
         }
-        std::fs::remove_dir_all(&dir)
-            .map_err(AgentError::io(format!("removing {path} on {volume}")))?;
+        // Moved aside at once and removed in the background: a rename through the volume
+        // takes a moment, while removing a PV of 10,000 files through FUSE takes minutes,
+        // longer than the provisioner waits (and this call holds the volume's lock).
+        let trash = dir
+            .parent()
+            .expect("a PV directory lies under the volume's root")
+            .join(TRASH);
+        std::fs::create_dir_all(&trash)
+            .map_err(AgentError::io(format!("making {TRASH} on {volume}")))?;
+        let stamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let aside = trash.join(format!("{}-{stamp}", &path[1..]));
+        match std::fs::rename(&dir, &aside) {
+            Ok(()) => {}
+            // A filesystem that refuses the move (XFS between projects that inherit): the
+            // directory is removed where it is, as the call waits.
+            Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {
+                let (d, what) = (dir.clone(), format!("removing {path} on {volume}"));
+                tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&d))
+                    .await
+                    .map_err(|e| Status::internal(format!("{what}: {e}")))?
+                    .map_err(AgentError::io(format!("removing {path} on {volume}")))?;
+            }
+            Err(e) => {
+                return Err(
+                    AgentError::io(format!("moving {path} on {volume} aside to remove it"))(e)
+                        .into(),
+                )
+            }
+        }
         if let Some(v) = by_projects {
             self.project_release_here(&v, &path).await;
         }
+        self.empty_trash(&volume, trash);
         Ok(Response::new(SubdirDeleteResponse { deleted: true }))
+    }
+
+    /// Removes what SubdirDelete moved into `trash`, in the background, one pass at a time
+    /// per volume. Each pass takes whatever is there, so a pass cut short (an agent
+    /// restarted) is finished by the next delete on the volume.
+    fn empty_trash(&self, volume: &str, trash: PathBuf) {
+        let locks = self.locks.clone();
+        let key = format!("trash:{volume}");
+        let volume = volume.to_string();
+        tokio::spawn(async move {
+            let _pass = locks.lock(&key).await;
+            let started = std::time::Instant::now();
+            let removed = tokio::task::spawn_blocking(move || {
+                let mut removed = 0usize;
+                for e in std::fs::read_dir(&trash)? {
+                    std::fs::remove_dir_all(e?.path())?;
+                    removed += 1;
+                }
+                Ok::<_, std::io::Error>(removed)
+            })
+            .await;
+            match removed {
+                Ok(Ok(n)) => {
+                    tracing::info!(%volume, removed = n, seconds = started.elapsed().as_secs_f64(), "removed deleted PV directories")
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(%volume, error = %e, "removing deleted PV directories failed; the next delete on the volume tries again")
+                }
+                Err(e) => tracing::warn!(%volume, error = %e, "removing deleted PV directories"),
+            }
+        });
     }
 
     pub(super) async fn subdir_get_rpc(
