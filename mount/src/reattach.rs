@@ -31,6 +31,8 @@ pub struct MountEntry {
     pub options: Vec<String>,
     /// The filesystem type (`fuse.glusterfs`, `xfs`, ...).
     pub fs_type: String,
+    /// What was mounted (for a gluster client, `SERVER:VOLUME/SUBDIR`).
+    pub source: String,
 }
 
 /// Parses a mountinfo table; lines that do not have the kernel's shape are skipped.
@@ -46,13 +48,14 @@ fn parse_line(line: &str) -> Option<MountEntry> {
         root: unescape_octal(fields.get(3)?),
         mount_point: PathBuf::from(unescape_octal(fields.get(4)?)),
         options: fields.get(5)?.split(',').map(String::from).collect(),
-        // Optional fields end at a lone "-"; the filesystem type follows it.
+        // Optional fields end at a lone "-"; the filesystem type and source follow it.
         fs_type: fields
             .iter()
             .skip(6)
             .skip_while(|f| **f != "-")
             .nth(1)?
             .to_string(),
+        source: unescape_octal(fields.iter().skip(6).skip_while(|f| **f != "-").nth(2)?),
     })
 }
 
@@ -71,20 +74,24 @@ pub fn device_at(table: &[MountEntry], path: &Path) -> Option<Device> {
         .map(|e| e.device)
 }
 
-/// A process standing for one mount namespace other than ours, and the mounts of wanted
-/// devices in that namespace.
+/// One mount namespace other than ours: the processes in it (any of them can be used to
+/// enter it; one may end at any moment, say a `dd` a shell started), and the mounts of
+/// wanted devices in it.
 #[derive(Debug, Clone)]
 pub struct Holder {
-    pub pid: i32,
+    pub pids: Vec<i32>,
     pub mounts: Vec<MountEntry>,
 }
 
-/// Every other mount namespace on the node (one process each; this needs the host's PID
-/// namespace) that holds a mount of one of `devices`.
+/// Every other mount namespace on the node (this needs the host's PID namespace) that holds
+/// a mount of one of `devices`, with every process seen in it.
 pub fn holders(devices: &[Device]) -> Vec<Holder> {
     let own = std::fs::read_link("/proc/self/ns/mnt").ok();
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
+    // Each namespace seen: where its holder is in `out`, or None when it holds none of
+    // `devices`. A namespace is recorded only once its table was read, so a process that
+    // ended first does not hide its namespace.
+    let mut seen: std::collections::HashMap<PathBuf, Option<usize>> = Default::default();
+    let mut out: Vec<Holder> = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return out;
     };
@@ -96,8 +103,16 @@ pub fn holders(devices: &[Device]) -> Vec<Holder> {
         let Ok(ns) = std::fs::read_link(format!("/proc/{pid}/ns/mnt")) else {
             continue;
         };
-        if Some(&ns) == own.as_ref() || !seen.insert(ns) {
+        if Some(&ns) == own.as_ref() {
             continue;
+        }
+        match seen.get(&ns) {
+            Some(Some(i)) => {
+                out[*i].pids.push(pid);
+                continue;
+            }
+            Some(None) => continue,
+            None => {}
         }
         let Ok(table) = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")) else {
             continue;
@@ -106,10 +121,58 @@ pub fn holders(devices: &[Device]) -> Vec<Holder> {
             .into_iter()
             .filter(|m| devices.contains(&m.device))
             .collect();
-        if !mounts.is_empty() {
-            out.push(Holder { pid, mounts });
+        if mounts.is_empty() {
+            seen.insert(ns, None);
+        } else {
+            seen.insert(ns, Some(out.len()));
+            out.push(Holder {
+                pids: vec![pid],
+                mounts,
+            });
         }
     }
+    out
+}
+
+/// Devices of gluster mounts of `source` in `table` other than `live`: copies a container
+/// still holds of a mount that died and was replaced.
+pub fn stale_copies(table: &[MountEntry], source: &str, live: Device) -> Vec<Device> {
+    let mut out: Vec<Device> = table
+        .iter()
+        .filter(|m| m.fs_type == "fuse.glusterfs" && m.source == source && m.device != live)
+        .map(|m| m.device)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// [`stale_copies`] over every other mount namespace on the node.
+pub fn stale_copies_anywhere(source: &str, live: Device) -> Vec<Device> {
+    let own = std::fs::read_link("/proc/self/ns/mnt").ok();
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(ns) = std::fs::read_link(format!("/proc/{pid}/ns/mnt")) else {
+            continue;
+        };
+        if Some(&ns) == own.as_ref() || seen.contains(&ns) {
+            continue;
+        }
+        let Ok(table) = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")) else {
+            continue;
+        };
+        seen.insert(ns);
+        out.extend(stale_copies(&parse_mountinfo(&table), source, live));
+    }
+    out.sort();
+    out.dedup();
     out
 }
 
@@ -228,6 +291,23 @@ garbage line
         assert_eq!(e[0].fs_type, "proc");
         assert_eq!(e[1].fs_type, "fuse.glusterfs");
         assert_eq!(e[2].fs_type, "fuse.glusterfs");
+        assert_eq!(e[1].source, "127.0.0.10:/pool/pvc-1");
+        assert_eq!(e[0].source, "proc");
+    }
+
+    #[test]
+    fn a_copy_of_a_replaced_mount_is_stale_and_the_live_one_is_not() {
+        let table = format!(
+            "{TABLE}900 790 0:97 / /data2 rw - fuse.glusterfs 127.0.0.10:/pool/pvc-1 rw\n\
+             901 790 0:98 / /other rw - fuse.glusterfs 127.0.0.10:/pool/pvc-2 rw\n"
+        );
+        let e = parse_mountinfo(&table);
+        // 0:97 is the live staging mount: 0:96, the same source, is a dead copy.
+        assert_eq!(
+            stale_copies(&e, "127.0.0.10:/pool/pvc-1", (0, 97)),
+            [(0, 96)]
+        );
+        assert!(stale_copies(&e, "127.0.0.10:/pool/pvc-2", (0, 98)).is_empty());
     }
 
     #[test]
@@ -244,5 +324,62 @@ garbage line
         assert_eq!(source_for(root, &up), None);
         up.root = "relative".into();
         assert_eq!(source_for(root, &up), None);
+    }
+
+    /// Every process of a namespace is listed with it, so a repair can go through another
+    /// when the first one ends. Needs root (unshare, mount), as the test command does.
+    #[test]
+    fn a_namespace_comes_with_all_its_processes() {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(format!(
+                "mount -t tmpfs gk-holders {} && echo ready && exec sleep 60",
+                dir.path().display()
+            ))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(first.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+        let pid = first.id() as i32;
+        let mut second = Command::new("nsenter")
+            .args(["-t", &pid.to_string(), "-m", "sleep", "60"])
+            .spawn()
+            .unwrap();
+        let table = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+        let device = parse_mountinfo(&table)
+            .into_iter()
+            .find(|m| m.mount_point == dir.path())
+            .expect("the tmpfs in the test's namespace")
+            .device;
+        // nsenter execs sleep once it entered: wait until it stands in the namespace.
+        let want = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).unwrap();
+        for _ in 0..100 {
+            if std::fs::read_link(format!("/proc/{}/ns/mnt", second.id())).ok()
+                == Some(want.clone())
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let found = holders(&[device]);
+        let _ = first.kill();
+        let _ = second.kill();
+        let _ = first.wait();
+        let _ = second.wait();
+        assert_eq!(found.len(), 1, "{found:?}");
+        let h = &found[0];
+        assert!(
+            h.pids.contains(&pid) && h.pids.contains(&(second.id() as i32)),
+            "{h:?}"
+        );
+        assert_eq!(h.mounts.len(), 1);
+        assert_eq!(h.mounts[0].mount_point, dir.path());
     }
 }

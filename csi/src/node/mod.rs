@@ -49,6 +49,12 @@ pub struct NodeService {
     pub mount_pods: Option<mount_pods::MountPods>,
     locks: OpLocks,
     state: StateDir,
+    /// Per volume, dead devices some container still held when a repair could not reattach
+    /// it: the next passes try those containers again, though their host mounts look well.
+    unattached: std::sync::Mutex<HashMap<String, Vec<gk_mount::reattach::Device>>>,
+    /// Volumes a repair pass has looked for such containers since this plugin started (it
+    /// may have been restarted while one was left on a dead device), once each mounted.
+    swept: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl NodeService {
@@ -57,6 +63,8 @@ impl NodeService {
             node_id,
             mounter,
             state: StateDir::new(dir.join("volumes")),
+            unattached: Default::default(),
+            swept: Default::default(),
             dir,
             ready: Arc::new(AtomicBool::new(true)),
             tls_dir: Some(PathBuf::from("/usr/lib/ssl")),

@@ -49,9 +49,38 @@ impl NodeService {
                     dead_targets.push(t);
                 }
             }
+            let first = !staging_dead
+                && self
+                    .swept
+                    .lock()
+                    .map(|mut s| s.insert(v.volume_id.clone()))
+                    .unwrap_or(false);
+            if first {
+                // Containers a previous plugin left on a dead copy of this mount, if any.
+                let live = (
+                    staging_device,
+                    table.iter().rev().find(|e| e.mount_point == v.staging),
+                );
+                if let (Some(live), Some(entry)) = live {
+                    let source = entry.source.clone();
+                    let stale = tokio::task::spawn_blocking(move || {
+                        reattach::stale_copies_anywhere(&source, live)
+                    })
+                    .await
+                    .unwrap_or_default();
+                    if !stale.is_empty() {
+                        tracing::warn!(volume_id = %v.volume_id, devices = ?stale, "containers hold a dead copy of the mount; re-attaching");
+                        let mut owed = self.unattached_of(&v.volume_id);
+                        owed.extend(stale);
+                        self.owe_unattached(&v.volume_id, owed);
+                    }
+                }
+            }
+            let owed = self.unattached_of(&v.volume_id);
+            dead_devices.extend(owed.iter().copied());
             dead_devices.sort();
             dead_devices.dedup();
-            if !staging_dead && dead_targets.is_empty() {
+            if !staging_dead && dead_targets.is_empty() && owed.is_empty() {
                 continue;
             }
             if staging_dead {
@@ -97,11 +126,19 @@ impl NodeService {
                 }
             }
             let staging = v.staging.clone();
-            let (done, failed) = tokio::task::spawn_blocking(move || {
-                reattach_in_containers(&staging, &dead_devices)
-            })
-            .await
-            .unwrap_or_default();
+            let devices = dead_devices.clone();
+            let (done, failed) =
+                tokio::task::spawn_blocking(move || reattach_in_containers(&staging, &devices))
+                    .await
+                    .unwrap_or_default();
+            // A container left on a dead device is tried again by the next passes, until it
+            // is reattached or gone.
+            let owed = if failed.is_empty() {
+                Vec::new()
+            } else {
+                dead_devices
+            };
+            self.owe_unattached(&v.volume_id, owed);
             for m in &done {
                 tracing::warn!(volume_id = %v.volume_id, mount = %m, "re-attached the repaired mount inside a running container");
             }
@@ -115,6 +152,25 @@ impl NodeService {
             report.volumes.push(v.volume_id.clone());
         }
         report
+    }
+}
+
+impl NodeService {
+    fn unattached_of(&self, volume_id: &str) -> Vec<reattach::Device> {
+        self.unattached
+            .lock()
+            .map(|m| m.get(volume_id).cloned().unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    fn owe_unattached(&self, volume_id: &str, devices: Vec<reattach::Device>) {
+        if let Ok(mut m) = self.unattached.lock() {
+            if devices.is_empty() {
+                m.remove(volume_id);
+            } else {
+                m.insert(volume_id.to_string(), devices);
+            }
+        }
     }
 }
 
@@ -148,15 +204,29 @@ fn reattach_in_containers(staging: &Path, dead: &[reattach::Device]) -> (Vec<Str
     }
     for holder in reattach::holders(dead) {
         for m in &holder.mounts {
-            let where_ = format!("pid {}: {}", holder.pid, m.mount_point.display());
             let Some(source) = reattach::source_for(staging, m) else {
-                failed.push(format!("{where_}: unusable mount root {:?}", m.root));
+                failed.push(format!(
+                    "pids {:?}: {}: unusable mount root {:?}",
+                    holder.pids,
+                    m.mount_point.display(),
+                    m.root
+                ));
                 continue;
             };
-            match reattach::reattach(holder.pid, m, &source) {
-                Ok(()) => done.push(where_),
-                Err(e) => failed.push(format!("{where_}: {e}")),
+            // Through any process of the namespace: the first found may be one that ends
+            // meanwhile (a writer's `dd`; seen once pids wrapped around).
+            let mut last = None;
+            for pid in &holder.pids {
+                match reattach::reattach(*pid, m, &source) {
+                    Ok(()) => {
+                        done.push(format!("pid {pid}: {}", m.mount_point.display()));
+                        last = None;
+                        break;
+                    }
+                    Err(e) => last = Some(format!("pid {pid}: {}: {e}", m.mount_point.display())),
+                }
             }
+            failed.extend(last);
         }
     }
     (done, failed)
