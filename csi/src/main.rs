@@ -166,12 +166,21 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .context("connecting to the Kubernetes API")?;
             let pools = KubePools::new(client.clone(), cli.agent_port);
+            let recorder = kube::runtime::events::Recorder::new(
+                client.clone(),
+                kube::runtime::events::Reporter {
+                    controller: "gk-csi-controller".into(),
+                    instance: std::env::var("HOSTNAME").ok(),
+                },
+            );
             // Pools made by hand are described by Secrets in this namespace.
             let external = ExternalPools::new(client, cli.namespace.clone());
             Services {
                 identity: IdentityService::new(true, Arc::new(AtomicBool::new(true))),
                 controller: Some(Arc::new(
-                    ControllerService::new(pools).with_external(external),
+                    ControllerService::new(pools)
+                        .with_external(external)
+                        .with_events(recorder),
                 )),
                 node: None,
                 metrics,

@@ -284,11 +284,14 @@ async fn snapshots_hold_what_was_made_durable(agents: &AgentSet, net: &GlusterNe
     let mut snaps = Vec::new();
     for i in 0..3 {
         tokio::time::sleep(Duration::from_millis(700)).await;
-        let s = pool
+        let (s, made) = pool
             .snapshot_create(name, &format!("journal-{i}"), "journal", 0)
             .await
             .unwrap();
-        assert!(s.ready, "snapshot {i} was not made on the bricks: {s:?}");
+        assert!(
+            s.ready && matches!(made, gk_csi::backend::Made::OnBricks { .. }),
+            "snapshot {i} was not made on the bricks: {s:?} {made:?}"
+        );
         snaps.push(target.join(format!(".glusterkube-snapshots/journal-{i}/data")));
     }
     stop.store(true, Ordering::Relaxed);
@@ -373,13 +376,13 @@ async fn snapshot_and_restore_on_bricks(agents: &AgentSet, net: &GlusterNet, vol
     std::fs::hard_link(src.join("d2/f2"), src.join("d0/hard")).unwrap();
     let want = gk_testenv::tree_sums(&src);
 
-    let snap = pool
+    let (snap, made) = pool
         .snapshot_create(&name, "s1", "snap-src", 0)
         .await
         .unwrap();
     assert!(
-        snap.ready,
-        "{volume}: the snapshot was not made on the bricks: {snap:?}"
+        snap.ready && matches!(made, gk_csi::backend::Made::OnBricks { .. }),
+        "{volume}: the snapshot was not made on the bricks: {snap:?} {made:?}"
     );
     let copy = target.join(".glusterkube-snapshots/s1/data");
     assert_eq!(

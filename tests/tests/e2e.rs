@@ -1781,6 +1781,34 @@ spec:
         "e2e: snapshot ready {:?} after it was asked for",
         started.elapsed()
     );
+    // The demo's bricks are on XFS with reflink: the VolumeSnapshot says it was copied there.
+    let events = until(
+        "an Event on snap-1 saying how it was copied",
+        Duration::from_secs(30),
+        Duration::from_secs(1),
+        || {
+            let e = k.json(&[
+                "-n",
+                NS,
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=snap-1,involvedObject.kind=VolumeSnapshot",
+            ]);
+            (!e["items"].as_array()?.is_empty()).then_some(e)
+        },
+    )
+    .await;
+    let reasons: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["reason"].as_str())
+        .collect();
+    assert!(
+        reasons.contains(&"SnapshotCopiedOnBricks"),
+        "snap-1 was not said to be copied on the bricks: {events}"
+    );
     let from_snapshot =
         "  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: snap-1}\n";
     k.apply(&claim("snap-restored", from_snapshot));

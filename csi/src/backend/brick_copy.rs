@@ -217,18 +217,18 @@ impl Pool {
         finished
     }
 
-    /// A snapshot of `dir` made on the bricks; None when it must be copied through the
-    /// volume instead (the reason is logged).
+    /// A snapshot of `dir` made on the bricks; Err(why) when it must be copied through the
+    /// volume instead.
     pub(super) async fn snapshot_on_bricks(
         &mut self,
         pool: &(dyn Display + Sync),
         name: &str,
         dir: &str,
-    ) -> Result<Option<Snapshot>, Status> {
+    ) -> Result<Result<Snapshot, String>, Status> {
         let source = format!("/{dir}");
         if let Some(why) = self.brick_copy_refusal(&source, false).await {
             tracing::info!(%pool, snapshot = name, why, "snapshot copied through the volume");
-            return Ok(None);
+            return Ok(Err(why));
         }
         let volume = self.volume.clone();
         let request = |stage: CopyStage| SnapshotCreateRequest {
@@ -245,24 +245,35 @@ impl Pool {
         {
             Ok(r) => r.into_inner().snapshot,
             // A copy through the volume already runs: it finishes the snapshot.
-            Err(s) if s.code() == tonic::Code::Unavailable => return Ok(None),
+            Err(s) if s.code() == tonic::Code::Unavailable => {
+                return Ok(Err(format!(
+                    "a copy through the volume already runs ({})",
+                    s.message()
+                )))
+            }
             Err(s) => return Err(agent_status(pool, s)),
         };
         if let Some(s) = prepared.filter(|s| s.ready) {
-            return Ok(Some(s));
+            return Ok(Ok(s));
         }
         if let Err(e) = self
             .copy_on_bricks(pool, &source, &format!("snapshot:{name}"), true)
             .await
         {
             tracing::warn!(%pool, snapshot = name, error = %e.message(), "copying on the bricks failed; copying through the volume");
-            return Ok(None);
+            return Ok(Err(format!(
+                "copying on the bricks failed: {}",
+                e.message()
+            )));
         }
         self.agent
             .snapshot_create(request(CopyStage::Seal))
             .await
-            .map(|r| r.into_inner().snapshot)
-            .map_err(|s| agent_status(pool, s))
+            .map_err(|s| agent_status(pool, s))?
+            .into_inner()
+            .snapshot
+            .map(Ok)
+            .ok_or_else(|| Status::internal(format!("pool {pool}: the agent sent no snapshot")))
     }
 
     /// `dir` filled on the bricks; false when it must be filled through the volume instead.

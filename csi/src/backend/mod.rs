@@ -21,6 +21,19 @@ use tonic::{Code, Status};
 
 use crate::params::{ObjectKey, Provisioning};
 
+/// How a call of [`Pool::snapshot_create`] made the snapshot it answers with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Made {
+    /// Ready before this call; nothing was copied now.
+    Earlier,
+    /// Copied on the bricks by reflink, while gluster's barrier held the source's writes,
+    /// in `seconds`.
+    OnBricks { seconds: f64 },
+    /// Copied (or still being copied) file by file through the volume, and why not on the
+    /// bricks.
+    ThroughVolume { why: String },
+}
+
 /// A pool volume ready for use: its agent, gluster name and mount servers.
 #[derive(Clone)]
 pub struct Pool {
@@ -401,24 +414,30 @@ impl Pool {
 
     /// Copies `dir` into the snapshot `name`: on the bricks by reflink where they allow,
     /// otherwise through the volume, waiting up to `wait_seconds` for that copy; the
-    /// snapshot comes back not ready while it still runs.
+    /// snapshot comes back not ready while it still runs. Says how this call made it.
     pub async fn snapshot_create(
         &mut self,
         pool: &(dyn Display + Sync),
         name: &str,
         dir: &str,
         wait_seconds: u32,
-    ) -> Result<Snapshot, Status> {
+    ) -> Result<(Snapshot, Made), Status> {
         // The external snapshotter asks again until the snapshot is ready: a ready one is
         // answered without probing every node's bricks.
         match self.snapshot(pool, name).await? {
-            Some(s) if s.ready && s.source == format!("/{dir}") => return Ok(s),
+            Some(s) if s.ready && s.source == format!("/{dir}") => return Ok((s, Made::Earlier)),
             _ => {}
         }
-        if let Some(s) = self.snapshot_on_bricks(pool, name, dir).await? {
-            return Ok(s);
-        }
-        self.agent
+        let started = std::time::Instant::now();
+        let why = match self.snapshot_on_bricks(pool, name, dir).await? {
+            Ok(s) => {
+                let seconds = started.elapsed().as_secs_f64();
+                return Ok((s, Made::OnBricks { seconds }));
+            }
+            Err(why) => why,
+        };
+        let s = self
+            .agent
             .snapshot_create(SnapshotCreateRequest {
                 volume: self.volume.clone(),
                 name: name.to_string(),
@@ -430,7 +449,8 @@ impl Pool {
             .map_err(|s| agent_status(pool, s))?
             .into_inner()
             .snapshot
-            .ok_or_else(|| Status::internal(format!("pool {pool}: the agent sent no snapshot")))
+            .ok_or_else(|| Status::internal(format!("pool {pool}: the agent sent no snapshot")))?;
+        Ok((s, Made::ThroughVolume { why }))
     }
 
     /// The snapshot `name`; None when it does not exist.

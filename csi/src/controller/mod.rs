@@ -27,6 +27,9 @@ pub struct ControllerService<P> {
     /// Pools made by hand, when this controller reads their Secrets.
     external: Option<ExternalPools>,
     locks: OpLocks,
+    /// Where a snapshot's Event goes (on its VolumeSnapshot), when this controller has an
+    /// API client.
+    recorder: Option<kube::runtime::events::Recorder>,
 }
 
 impl<P: PoolResolver> ControllerService<P> {
@@ -35,7 +38,14 @@ impl<P: PoolResolver> ControllerService<P> {
             pools,
             external: None,
             locks: OpLocks::default(),
+            recorder: None,
         }
+    }
+
+    /// Also says on each VolumeSnapshot how its copy was made (an Event).
+    pub fn with_events(mut self, recorder: kube::runtime::events::Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
     }
 
     /// Also serves pools made by hand (StorageClass `mode: external`).

@@ -8,10 +8,12 @@ use std::collections::HashMap;
 
 use csi_proto::v1 as csi;
 use gk_agent_proto::v1::Snapshot;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType};
 use tonic::{Request, Response, Status};
 
 use super::{ControllerService, Reply};
-use crate::backend::PoolResolver;
+use crate::backend::{Made, PoolResolver};
 use crate::params::{dir_for_name, PoolKey, SnapshotId, VolumeId};
 use crate::request::{invalid, page, param_status};
 
@@ -23,6 +25,49 @@ const SNAPSHOT_WAIT_SECONDS: u32 = 30;
 pub(super) const DEDICATED_REFUSAL: &str = "dedicated PVs have no snapshots or clones: a \
 copy could only live on the PV's own GlusterVolume, which is deleted with the PV; use a \
 subdirectory PV (StorageClass parameter mode: subdir) for data that needs snapshots";
+
+/// The Event that tells a VolumeSnapshot's owner how its copy was made, and the object it
+/// goes on (named by the csi-snapshotter's --extra-create-metadata parameters); None for a
+/// snapshot that was ready before the call, or without those parameters.
+pub fn snapshot_event(
+    params: &HashMap<String, String>,
+    made: &Made,
+) -> Option<(ObjectReference, Event)> {
+    let name = params.get("csi.storage.k8s.io/volumesnapshot/name")?;
+    let namespace = params.get("csi.storage.k8s.io/volumesnapshot/namespace")?;
+    let (reason, note) = match made {
+        Made::Earlier => return None,
+        Made::OnBricks { seconds } => (
+            "SnapshotCopiedOnBricks",
+            format!(
+                "copied on the bricks by reflink in {seconds:.1} s while gluster's barrier                  held the source's writes: crash-consistent, and sharing the source's blocks                  until either is written"
+            ),
+        ),
+        Made::ThroughVolume { why } => (
+            "SnapshotCopiedThroughVolume",
+            format!(
+                "copied file by file through the volume, because {why}; it takes as long as                  reading the data, and writes made meanwhile may be in it or not"
+            ),
+        ),
+    };
+    Some((
+        ObjectReference {
+            api_version: Some("snapshot.storage.k8s.io/v1".into()),
+            kind: Some("VolumeSnapshot".into()),
+            name: Some(name.clone()),
+            namespace: Some(namespace.clone()),
+            uid: params.get("csi.storage.k8s.io/volumesnapshot/uid").cloned(),
+            ..Default::default()
+        },
+        Event {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "CreateSnapshot".into(),
+            secondary: None,
+        },
+    ))
+}
 
 fn to_csi(pool: &PoolKey, s: &Snapshot) -> Result<csi::Snapshot, Status> {
     let source = s
@@ -105,9 +150,18 @@ impl<P: PoolResolver> ControllerService<P> {
                 req.source_volume_id
             )));
         }
-        let s = pool
+        let (s, made) = pool
             .snapshot_create(&pool_key, &id.name, &dir, SNAPSHOT_WAIT_SECONDS)
             .await?;
+        tracing::info!(snapshot_id = %id, ready = s.ready, ?made, "CreateSnapshot answered");
+        if let (Some(recorder), Some((object, event))) =
+            (&self.recorder, snapshot_event(&req.parameters, &made))
+        {
+            // Best effort: the snapshot stands whether or not its Event is written.
+            if let Err(e) = recorder.publish(&event, &object).await {
+                tracing::warn!(snapshot_id = %id, error = %e, "publishing the snapshot's event failed");
+            }
+        }
         Ok(Response::new(csi::CreateSnapshotResponse {
             snapshot: Some(to_csi(&pool_key, &s)?),
         }))
@@ -213,5 +267,52 @@ impl<P: PoolResolver> ControllerService<P> {
             Some(s) => to_csi(&id.pool, &s).map(Some),
             None => Ok(None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> HashMap<String, String> {
+        [
+            ("csi.storage.k8s.io/volumesnapshot/name", "nightly"),
+            ("csi.storage.k8s.io/volumesnapshot/namespace", "shop"),
+            ("csi.storage.k8s.io/volumesnapshot/uid", "u-1"),
+            (
+                "csi.storage.k8s.io/volumesnapshotcontent/name",
+                "snapcontent-1",
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    #[test]
+    fn the_volume_snapshot_is_told_how_its_copy_was_made() {
+        let (object, event) = snapshot_event(&params(), &Made::OnBricks { seconds: 2.84 }).unwrap();
+        assert_eq!(object.kind.as_deref(), Some("VolumeSnapshot"));
+        assert_eq!(object.name.as_deref(), Some("nightly"));
+        assert_eq!(object.namespace.as_deref(), Some("shop"));
+        assert_eq!(object.uid.as_deref(), Some("u-1"));
+        assert_eq!(event.reason, "SnapshotCopiedOnBricks");
+        assert!(event.note.unwrap().contains("reflink in 2.8 s"));
+
+        let why = "the filesystem of brick n1:/b cannot clone files".to_string();
+        let (_, event) = snapshot_event(&params(), &Made::ThroughVolume { why }).unwrap();
+        assert_eq!(event.reason, "SnapshotCopiedThroughVolume");
+        assert!(event
+            .note
+            .unwrap()
+            .contains("because the filesystem of brick n1:/b cannot clone files"));
+    }
+
+    #[test]
+    fn no_event_for_a_snapshot_made_before_or_one_without_its_object() {
+        assert!(snapshot_event(&params(), &Made::Earlier).is_none());
+        let mut bare = params();
+        bare.remove("csi.storage.k8s.io/volumesnapshot/namespace");
+        assert!(snapshot_event(&bare, &Made::OnBricks { seconds: 1.0 }).is_none());
     }
 }
