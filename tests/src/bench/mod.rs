@@ -300,6 +300,7 @@ pub const DOCS: &[(&str, Kind)] = &[
     ("csi-provisioning", Kind::Provisioning),
     ("operator-footprint", Kind::Footprint),
     ("quotas-vm", Kind::Quotas),
+    ("client-crash", Kind::ClientCrash),
 ];
 
 /// The generated block `json` (a results file of `kind`) renders to.
