@@ -159,183 +159,42 @@ pub fn mark_filled(dir: &Path, from: &str) -> Result<(), AgentError> {
     })
 }
 
-/// How many `cp` processes copy one tree at once: a copy through a gluster mount waits on the
-/// network for every file, so several in flight keep the bricks busy.
-pub const COPY_PROCESSES: usize = 8;
-
-/// At most this many paths per `cp`, well inside the kernel's limit on arguments.
-const PATHS_PER_CP: usize = 1000;
-
-/// What a copy must make, read from its source: directories (parents first) and every other
-/// entry, relative to the source's root, the links of one file together (one `cp` then
-/// links them again).
-#[derive(Debug, Default, PartialEq)]
-pub struct Tree {
-    pub dirs: Vec<PathBuf>,
-    pub groups: Vec<Vec<PathBuf>>,
-}
-
-impl Tree {
-    /// The entries in batches for `cp`s: about `size` paths each, a file's links never
-    /// apart.
-    pub fn batches(&self, size: usize) -> Vec<Vec<PathBuf>> {
-        let mut out: Vec<Vec<PathBuf>> = Vec::new();
-        let mut batch: Vec<PathBuf> = Vec::new();
-        for g in &self.groups {
-            batch.extend(g.iter().cloned());
-            if batch.len() >= size.max(1) {
-                out.push(std::mem::take(&mut batch));
-            }
-        }
-        if !batch.is_empty() {
-            out.push(batch);
-        }
-        out
-    }
-}
-
-/// Reads the tree under `root` (not following symlinks).
-pub fn read_tree(root: &Path) -> std::io::Result<Tree> {
-    use std::os::unix::fs::MetadataExt;
-    let mut tree = Tree::default();
-    let mut linked: std::collections::BTreeMap<u64, Vec<PathBuf>> = Default::default();
-    let mut todo = vec![PathBuf::new()];
-    while let Some(rel) = todo.pop() {
-        for e in std::fs::read_dir(root.join(&rel))? {
-            let e = e?;
-            let path = rel.join(e.file_name());
-            let meta = std::fs::symlink_metadata(e.path())?;
-            if meta.is_dir() {
-                tree.dirs.push(path.clone());
-                todo.push(path);
-            } else if meta.nlink() > 1 && meta.is_file() {
-                linked.entry(meta.ino()).or_default().push(path);
-            } else {
-                tree.groups.push(vec![path]);
-            }
-        }
-    }
-    // Parents before children: a parent's path is a prefix, so it sorts first.
-    tree.dirs.sort();
-    tree.groups.extend(linked.into_values());
-    Ok(tree)
-}
-
 /// Copies the tree under `from` into the existing directory `to`: data, modes, owners,
-/// timestamps, symlinks, special files and hard links, with [`COPY_PROCESSES`] `cp`s at
-/// once. Extended attributes are left behind: on a gluster mount they include the source
-/// directory's quota limit, which must not travel.
+/// timestamps, symlinks and hard links. Extended attributes are left behind: on a gluster
+/// mount they include the source directory's quota limit, which must not travel.
 pub async fn copy_tree(from: &Path, to: &Path) -> Result<(), Status> {
-    let what = |e: &dyn std::fmt::Display| {
-        Status::internal(format!(
-            "copying {} to {}: {e}",
-            from.display(),
-            to.display()
-        ))
-    };
-    let (src, dst) = (from.to_path_buf(), to.to_path_buf());
-    let tree = tokio::task::spawn_blocking(move || -> std::io::Result<Tree> {
-        let tree = read_tree(&src)?;
-        for d in &tree.dirs {
-            match std::fs::create_dir(dst.join(d)) {
-                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-                _ => {}
-            }
-        }
-        Ok(tree)
-    })
-    .await
-    .map_err(|e| what(&e))?
-    .map_err(|e| copy_status(from, to, &e.to_string()))?;
-
-    let total: usize = tree.groups.iter().map(Vec::len).sum();
-    let batches = tree.batches(PATHS_PER_CP.min(total.div_ceil(COPY_PROCESSES)));
-    let limit = Arc::new(tokio::sync::Semaphore::new(COPY_PROCESSES));
-    let mut running = tokio::task::JoinSet::new();
-    for batch in batches {
-        let permit = limit.clone().acquire_owned().await.map_err(|e| what(&e))?;
-        let (src, dst) = (from.to_path_buf(), to.to_path_buf());
-        running.spawn(async move {
-            let _permit = permit;
-            let out = tokio::process::Command::new("cp")
-                .args([
-                    "-R",
-                    "-d",
-                    "--parents",
-                    "--preserve=mode,ownership,timestamps",
-                    "--reflink=auto",
-                    "-t",
-                ])
-                .arg(&dst)
-                .arg("--")
-                .args(&batch)
-                .current_dir(&src)
-                .output()
-                .await;
-            match out {
-                Ok(o) if o.status.success() => Ok(()),
-                Ok(o) => Err(copy_status(&src, &dst, &String::from_utf8_lossy(&o.stderr))),
-                Err(e) => Err(Status::internal(format!("running cp: {e}"))),
-            }
-        });
-    }
-    let mut first_error = None;
-    while let Some(done) = running.join_next().await {
-        if let Err(e) = done.map_err(|e| what(&e)).and_then(|r| r) {
-            first_error.get_or_insert(e);
-        }
-    }
-    if let Some(e) = first_error {
-        return Err(e);
-    }
-    // Directories last, children first: making their entries changed their times.
-    let (src, dst) = (from.to_path_buf(), to.to_path_buf());
-    tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        for d in tree
-            .dirs
-            .iter()
-            .rev()
-            .chain(std::iter::once(&PathBuf::new()))
-        {
-            copy_dir_attributes(&src.join(d), &dst.join(d))?;
-        }
+    let out = tokio::process::Command::new("cp")
+        .args([
+            "-dR",
+            "--preserve=mode,ownership,timestamps",
+            "--reflink=auto",
+            "-T",
+        ])
+        .arg(from)
+        .arg(to)
+        .output()
+        .await
+        .map_err(|e| Status::internal(format!("running cp: {e}")))?;
+    if out.status.success() {
         Ok(())
-    })
-    .await
-    .map_err(|e| what(&e))?
-    .map_err(|e| copy_status(from, to, &e.to_string()))
-}
-
-/// A directory's mode, owner and times, as `cp --preserve` gives files.
-fn copy_dir_attributes(from: &Path, to: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::symlink_metadata(from)?;
-    std::os::unix::fs::chown(to, Some(meta.uid()), Some(meta.gid()))?;
-    std::fs::set_permissions(to, meta.permissions())?;
-    let times = std::fs::FileTimes::new()
-        .set_accessed(meta.accessed()?)
-        .set_modified(meta.modified()?);
-    std::fs::File::open(to)?.set_times(times)
-}
-
-/// A failed copy as the caller should see it: out of space is RESOURCE_EXHAUSTED (the
-/// target's quota), the rest INTERNAL, with the first line said.
-fn copy_status(from: &Path, to: &Path, err: &str) -> Status {
-    let first = err.lines().next().unwrap_or("").trim();
-    let code = if err.contains("Disk quota exceeded") || err.contains("No space left") {
-        tonic::Code::ResourceExhausted
     } else {
-        tonic::Code::Internal
-    };
-    Status::new(
-        code,
-        format!(
-            "copying {} to {}: {first} ({} more lines)",
-            from.display(),
-            to.display(),
-            err.lines().count().saturating_sub(1)
-        ),
-    )
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().next().unwrap_or("").trim();
+        let code = if err.contains("Disk quota exceeded") || err.contains("No space left") {
+            tonic::Code::ResourceExhausted
+        } else {
+            tonic::Code::Internal
+        };
+        Err(Status::new(
+            code,
+            format!(
+                "copying {} to {}: {first} ({} more lines)",
+                from.display(),
+                to.display(),
+                err.lines().count().saturating_sub(1)
+            ),
+        ))
+    }
 }
 
 /// How a copy ended; None while it runs.
@@ -454,80 +313,6 @@ mod tests {
         assert_eq!(
             std::fs::read_link(dst.join("l")).unwrap(),
             PathBuf::from("d/f")
-        );
-    }
-
-    /// Many files in several processes: every file, empty directory, hard link, special
-    /// file, directory mode and time arrives.
-    #[test]
-    fn a_files_links_stay_in_one_batch() {
-        let p = |s: &str| PathBuf::from(s);
-        let tree = Tree {
-            dirs: vec![],
-            groups: vec![vec![p("a")], vec![p("b"), p("c"), p("d")], vec![p("e")]],
-        };
-        assert_eq!(
-            tree.batches(2),
-            [vec![p("a"), p("b"), p("c"), p("d")], vec![p("e")]]
-        );
-        assert_eq!(tree.batches(0).len(), 3);
-    }
-
-    #[tokio::test]
-    async fn a_parallel_copy_is_whole() {
-        use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-        let tmp = tempfile::tempdir().unwrap();
-        let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
-        for i in 0..300 {
-            let d = src.join(format!("d{}", i % 7)).join(format!("e{}", i % 3));
-            std::fs::create_dir_all(&d).unwrap();
-            std::fs::write(d.join(format!("-f{i}")), format!("file {i}")).unwrap();
-        }
-        std::fs::create_dir_all(src.join("empty/inner")).unwrap();
-        std::fs::set_permissions(src.join("empty"), std::fs::Permissions::from_mode(0o705))
-            .unwrap();
-        std::fs::hard_link(src.join("d0/e0/-f0"), src.join("d6/hard")).unwrap();
-        nix::unistd::mkfifo(
-            &src.join("fifo"),
-            nix::sys::stat::Mode::from_bits_truncate(0o600),
-        )
-        .unwrap();
-        let old = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
-        std::fs::File::open(src.join("d3"))
-            .unwrap()
-            .set_times(std::fs::FileTimes::new().set_modified(old))
-            .unwrap();
-        std::fs::create_dir(&dst).unwrap();
-        copy_tree(&src, &dst).await.unwrap();
-        for i in 0..300 {
-            let f = dst
-                .join(format!("d{}", i % 7))
-                .join(format!("e{}", i % 3))
-                .join(format!("-f{i}"));
-            assert_eq!(std::fs::read_to_string(&f).unwrap(), format!("file {i}"));
-        }
-        assert!(dst.join("empty/inner").is_dir());
-        let mode = std::fs::metadata(dst.join("empty"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o705);
-        assert_eq!(
-            std::fs::metadata(dst.join("d0/e0/-f0")).unwrap().ino(),
-            std::fs::metadata(dst.join("d6/hard")).unwrap().ino(),
-            "the hard link was not kept"
-        );
-        assert!(std::fs::symlink_metadata(dst.join("fifo"))
-            .unwrap()
-            .file_type()
-            .is_fifo());
-        assert_eq!(
-            std::fs::metadata(dst.join("d3"))
-                .unwrap()
-                .modified()
-                .unwrap(),
-            old,
-            "the directory's time was not kept"
         );
     }
 
