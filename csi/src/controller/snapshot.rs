@@ -40,13 +40,16 @@ pub fn snapshot_event(
         Made::OnBricks { seconds } => (
             "SnapshotCopiedOnBricks",
             format!(
-                "copied on the bricks by reflink in {seconds:.1} s while gluster's barrier                  held the source's writes: crash-consistent, and sharing the source's blocks                  until either is written"
+                "copied on the bricks by reflink in {seconds:.1} s while gluster's barrier \
+                 held the source's writes: crash-consistent, and sharing the source's blocks \
+                 until either is written"
             ),
         ),
         Made::ThroughVolume { why } => (
             "SnapshotCopiedThroughVolume",
             format!(
-                "copied file by file through the volume, because {why}; it takes as long as                  reading the data, and writes made meanwhile may be in it or not"
+                "copied file by file through the volume, because {why}; it takes as long as \
+                 reading the data, and writes made meanwhile may be in it or not"
             ),
         ),
     };
@@ -297,15 +300,19 @@ mod tests {
         assert_eq!(object.namespace.as_deref(), Some("shop"));
         assert_eq!(object.uid.as_deref(), Some("u-1"));
         assert_eq!(event.reason, "SnapshotCopiedOnBricks");
-        assert!(event.note.unwrap().contains("reflink in 2.8 s"));
+        let note = event.note.unwrap();
+        assert!(note.contains("reflink in 2.8 s"), "{note}");
+        assert!(!note.contains("  "), "runs of spaces: {note}");
 
         let why = "the filesystem of brick n1:/b cannot clone files".to_string();
         let (_, event) = snapshot_event(&params(), &Made::ThroughVolume { why }).unwrap();
         assert_eq!(event.reason, "SnapshotCopiedThroughVolume");
-        assert!(event
-            .note
-            .unwrap()
-            .contains("because the filesystem of brick n1:/b cannot clone files"));
+        let note = event.note.unwrap();
+        assert!(
+            note.contains("because the filesystem of brick n1:/b cannot clone files"),
+            "{note}"
+        );
+        assert!(!note.contains("  "), "runs of spaces: {note}");
     }
 
     #[test]
