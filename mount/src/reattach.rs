@@ -83,15 +83,14 @@ pub struct Holder {
     pub mounts: Vec<MountEntry>,
 }
 
-/// Every other mount namespace on the node (this needs the host's PID namespace) that holds
-/// a mount of one of `devices`, with every process seen in it.
-pub fn holders(devices: &[Device]) -> Vec<Holder> {
+/// Every mount namespace on the node other than ours (this needs the host's PID namespace):
+/// the processes seen in it, and its mount table. Processes come and go while this runs; a
+/// namespace is recorded only once its table was read, so one whose first process ended
+/// first is read through the next.
+fn namespaces() -> Vec<(Vec<i32>, Vec<MountEntry>)> {
     let own = std::fs::read_link("/proc/self/ns/mnt").ok();
-    // Each namespace seen: where its holder is in `out`, or None when it holds none of
-    // `devices`. A namespace is recorded only once its table was read, so a process that
-    // ended first does not hide its namespace.
-    let mut seen: std::collections::HashMap<PathBuf, Option<usize>> = Default::default();
-    let mut out: Vec<Holder> = Vec::new();
+    let mut index: std::collections::HashMap<PathBuf, usize> = Default::default();
+    let mut out: Vec<(Vec<i32>, Vec<MountEntry>)> = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return out;
     };
@@ -99,39 +98,38 @@ pub fn holders(devices: &[Device]) -> Vec<Holder> {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        // Processes come and go while this runs; one that vanished is simply skipped.
         let Ok(ns) = std::fs::read_link(format!("/proc/{pid}/ns/mnt")) else {
             continue;
         };
         if Some(&ns) == own.as_ref() {
             continue;
         }
-        match seen.get(&ns) {
-            Some(Some(i)) => {
-                out[*i].pids.push(pid);
-                continue;
-            }
-            Some(None) => continue,
-            None => {}
+        if let Some(i) = index.get(&ns) {
+            out[*i].0.push(pid);
+            continue;
         }
         let Ok(table) = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")) else {
             continue;
         };
-        let mounts: Vec<MountEntry> = parse_mountinfo(&table)
-            .into_iter()
-            .filter(|m| devices.contains(&m.device))
-            .collect();
-        if mounts.is_empty() {
-            seen.insert(ns, None);
-        } else {
-            seen.insert(ns, Some(out.len()));
-            out.push(Holder {
-                pids: vec![pid],
-                mounts,
-            });
-        }
+        index.insert(ns, out.len());
+        out.push((vec![pid], parse_mountinfo(&table)));
     }
     out
+}
+
+/// Every other mount namespace on the node that holds a mount of one of `devices`, with
+/// every process seen in it.
+pub fn holders(devices: &[Device]) -> Vec<Holder> {
+    namespaces()
+        .into_iter()
+        .filter_map(|(pids, table)| {
+            let mounts: Vec<MountEntry> = table
+                .into_iter()
+                .filter(|m| devices.contains(&m.device))
+                .collect();
+            (!mounts.is_empty()).then_some(Holder { pids, mounts })
+        })
+        .collect()
 }
 
 /// Devices of gluster mounts of `source` in `table` other than `live`: copies a container
@@ -149,28 +147,10 @@ pub fn stale_copies(table: &[MountEntry], source: &str, live: Device) -> Vec<Dev
 
 /// [`stale_copies`] over every other mount namespace on the node.
 pub fn stale_copies_anywhere(source: &str, live: Device) -> Vec<Device> {
-    let own = std::fs::read_link("/proc/self/ns/mnt").ok();
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(ns) = std::fs::read_link(format!("/proc/{pid}/ns/mnt")) else {
-            continue;
-        };
-        if Some(&ns) == own.as_ref() || seen.contains(&ns) {
-            continue;
-        }
-        let Ok(table) = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")) else {
-            continue;
-        };
-        seen.insert(ns);
-        out.extend(stale_copies(&parse_mountinfo(&table), source, live));
-    }
+    let mut out: Vec<Device> = namespaces()
+        .iter()
+        .flat_map(|(_, table)| stale_copies(table, source, live))
+        .collect();
     out.sort();
     out.dedup();
     out
