@@ -1,5 +1,6 @@
-//! The demo cluster (`demo.sh`: three real kubelets, the chart's defaults) as benches drive
-//! it: kubectl, one wait, and the objects they make (an RWX claim, a workload pod).
+//! The demo cluster (`demo.sh`: three real kubelets, the chart's defaults) as benches and the
+//! e2e test drive it: kubectl, one wait, and the objects they make (an RWX claim, a workload
+//! pod).
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -149,7 +150,7 @@ pub fn workload_pod(name: &str, claims: &[(&str, &str)], script: &str) -> String
     format!(
         r#"apiVersion: v1
 kind: Pod
-metadata: {{name: {name}, namespace: {NS}}}
+metadata: {{name: {name}, namespace: {NS}, labels: {{app: gk-workload}}}}
 spec:
   nodeSelector: {{kubernetes.io/hostname: gk-node-1}}
   tolerations: [{{key: glusterkube.dev/local-node, operator: Exists, effect: NoSchedule}}]

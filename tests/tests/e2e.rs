@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use gk_testenv::demo::{rwx_claim, workload_pod};
 use gk_testenv::k8s::ControlPlane;
 use gk_testenv::repo_root;
 use serde_json::Value;
@@ -372,62 +373,6 @@ fn node_of(path: &Path) -> String {
 
 fn writer_pod(name: &str, claim: &str, script: &str) -> String {
     workload_pod(name, &[(claim, "/data")], script)
-}
-
-/// A ReadWriteMany claim `name` in the demo's namespace of `class`, asking for `size`.
-fn rwx_claim(name: &str, class: &str, size: &str) -> String {
-    format!(
-        r#"apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: {name}, namespace: {NS}}}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: {class}
-  resources: {{requests: {{storage: {size}}}}}
-"#
-    )
-}
-
-/// A pod of the workload image on gk-node-1 running `script`, with each claim mounted at
-/// its path.
-fn workload_pod(name: &str, claims: &[(&str, &str)], script: &str) -> String {
-    let script = script.replace('\n', "\n          ");
-    let mounts: Vec<String> = claims
-        .iter()
-        .enumerate()
-        .map(|(i, (_, path))| format!("{{name: v{i}, mountPath: {path}}}"))
-        .collect();
-    let volumes: Vec<String> = claims
-        .iter()
-        .enumerate()
-        .map(|(i, (claim, _))| {
-            format!("    - {{name: v{i}, persistentVolumeClaim: {{claimName: {claim}}}}}")
-        })
-        .collect();
-    format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: {NS}, labels: {{app: gk-e2e}}}}
-spec:
-  nodeSelector: {{kubernetes.io/hostname: gk-node-1}}
-  tolerations: [{{key: glusterkube.dev/local-node, operator: Exists, effect: NoSchedule}}]
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 2
-  containers:
-    - name: main
-      image: localhost/glusterkube/workload:{version}
-      command: ["/bin/sh", "-c"]
-      args:
-        - |
-          {script}
-      volumeMounts: [{mounts}]
-  volumes:
-{volumes}
-"#,
-        mounts = mounts.join(", "),
-        volumes = volumes.join("\n"),
-        version = env!("CARGO_PKG_VERSION"),
-    )
 }
 
 /// Failed writes and the longest gap between completed writes of one volume in one window.
@@ -1297,8 +1242,8 @@ async fn drain_keeps_mounts_to_the_end(k: &Cluster) {
          done",
     )
     .replace(
-        "labels: {app: gk-e2e}",
-        "labels: {app: gk-e2e, e2e-drain: \"yes\"}",
+        "labels: {app: gk-workload}",
+        "labels: {app: gk-workload, e2e-drain: \"yes\"}",
     )
     .replace(
         "terminationGracePeriodSeconds: 2",
