@@ -225,20 +225,53 @@ fn assert_placed(sets: &[&Brick], target: &Path, files: &[(PathBuf, Vec<u8>)]) -
 }
 
 /// Polls a rebalance or remove-brick status until gluster reports it completed; a failure
-/// or a timeout fails the test.
+/// or a timeout fails the test. Gluster 10.3's glusterd now and then keeps reporting a node
+/// `in progress` after its process ended, its run time frozen (docs/day2.md; seen here once
+/// in CI, at 1 s for 120 s): as the operator does, such a run is stopped and started again
+/// (`restart`), once, after its run time stood still for 60 s.
 async fn migration_done(
     what: &str,
     mut status: impl AsyncFnMut() -> Result<RebalanceStatus, GlusterError>,
+    mut restart: impl AsyncFnMut(),
 ) -> RebalanceStatus {
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut deadline = Instant::now() + Duration::from_secs(120);
+    let mut restarted = false;
+    let mut still: std::collections::HashMap<String, (Duration, Instant)> = Default::default();
     loop {
         let last = status().await;
         match &last {
             Ok(s) if s.has_failed() => panic!("{what} failed: {s:#?}"),
             Ok(s) if s.is_completed() => return s.clone(),
-            _ if Instant::now() > deadline => panic!("{what} did not complete: {last:?}"),
-            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            Ok(s) if !restarted => {
+                let lost = s.nodes.iter().any(|n| {
+                    let p = &n.progress;
+                    if p.status != "in progress" {
+                        return false;
+                    }
+                    let since = still
+                        .entry(n.host.clone())
+                        .and_modify(|(t, at)| {
+                            if *t != p.run_time {
+                                (*t, *at) = (p.run_time, Instant::now());
+                            }
+                        })
+                        .or_insert((p.run_time, Instant::now()))
+                        .1;
+                    since.elapsed() > Duration::from_secs(60)
+                });
+                if lost {
+                    eprintln!("{what}: a node's run time stood still for 60 s; restarting: {s:?}");
+                    restart().await;
+                    (restarted, deadline) = (true, Instant::now() + Duration::from_secs(120));
+                    still.clear();
+                }
+            }
+            _ => {}
         }
+        if Instant::now() > deadline {
+            panic!("{what} did not complete: {last:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
@@ -585,7 +618,15 @@ async fn day_two_operations_on_real_glusterd() {
     assert_eq!(info.type_name, "Distributed-Replicate");
     assert_eq!(info.bricks.len(), 6);
     g.rebalance_start("r3").await.unwrap();
-    let done = migration_done("rebalance", async || g.rebalance_status("r3").await).await;
+    let done = migration_done(
+        "rebalance",
+        async || g.rebalance_status("r3").await,
+        async || {
+            g.rebalance_stop("r3").await.unwrap();
+            g.rebalance_start("r3").await.unwrap();
+        },
+    )
+    .await;
     assert_eq!(done.nodes.len(), 3, "{done:#?}");
     assert_eq!(done.aggregate.failures, 0, "{done:#?}");
     assert!(done.aggregate.files > 0, "nothing moved: {done:#?}");
@@ -607,9 +648,14 @@ async fn day_two_operations_on_real_glusterd() {
 
     // --- Remove that set again: its data moves back before the commit.
     g.remove_brick_start("r3", &r3b).await.unwrap();
-    let done = migration_done("remove-brick", async || {
-        g.remove_brick_status("r3", &r3b).await
-    })
+    let done = migration_done(
+        "remove-brick",
+        async || g.remove_brick_status("r3", &r3b).await,
+        async || {
+            g.remove_brick_stop("r3", &r3b).await.unwrap();
+            g.remove_brick_start("r3", &r3b).await.unwrap();
+        },
+    )
     .await;
     assert_eq!(done.aggregate.failures, 0, "{done:#?}");
     assert!(done.aggregate.files > 0, "{done:#?}");
@@ -620,9 +666,14 @@ async fn day_two_operations_on_real_glusterd() {
     assert!(forgotten.to_string().contains("not started"), "{forgotten}");
     assert_eq!(g.volume_info("r3").await.unwrap().unwrap().bricks.len(), 6);
     g.remove_brick_start("r3", &r3b).await.unwrap();
-    let again = migration_done("remove-brick again", async || {
-        g.remove_brick_status("r3", &r3b).await
-    })
+    let again = migration_done(
+        "remove-brick again",
+        async || g.remove_brick_status("r3", &r3b).await,
+        async || {
+            g.remove_brick_stop("r3", &r3b).await.unwrap();
+            g.remove_brick_start("r3", &r3b).await.unwrap();
+        },
+    )
     .await;
     assert_eq!(again.aggregate.failures, 0, "{again:#?}");
     g.remove_brick_commit("r3", &r3b).await.unwrap();
